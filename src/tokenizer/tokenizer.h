@@ -1,0 +1,81 @@
+// Tokenizer built from GGUF metadata (tokenizer.ggml.*).
+//
+// Supported now: tokenizer.ggml.model = "gpt2" (byte-level BPE) with the pre-tokenizers named by
+// tokenizer.ggml.pre that squeeze knows (at least "smollm", "llama-bpe", "gpt-2", "default").
+// An unknown model or pre-tokenizer is a clear error, never a silent fallback.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace squeeze::gguf {
+class File;
+}
+
+namespace squeeze::tokenizer {
+
+using Token = int32_t;
+
+// llama.cpp's token attribute types (tokenizer.ggml.token_type).
+enum class TokenType : int32_t {
+  Undefined = 0, Normal = 1, Unknown = 2, Control = 3, UserDefined = 4, Unused = 5, Byte = 6,
+};
+
+// Everything the tokenizer needs, independent of the file it came from.
+struct VocabData {
+  std::string model;                  // "gpt2"
+  std::string pre;                    // "smollm", ...
+  std::vector<std::string> tokens;    // id -> text (byte-level BPE alphabet)
+  std::vector<TokenType> types;       // id -> type (Normal if absent)
+  std::vector<std::string> merges;    // "a b", in priority order
+  Token bos = -1, eos = -1, eot = -1, unk = -1, pad = -1;
+  bool add_bos = false, add_eos = false;
+  std::string chat_template;          // tokenizer.chat_template, may be empty
+};
+
+VocabData read_vocab(const gguf::File& file);  // throws FormatError on missing/bad keys
+
+class Tokenizer {
+ public:
+  explicit Tokenizer(VocabData vocab);
+  ~Tokenizer();
+  Tokenizer(Tokenizer&&) noexcept;
+
+  // Text to ids. add_special adds BOS/EOS per the vocab flags; parse_special recognises
+  // control and user-defined token texts inside `text` (as llama.cpp's parse_special).
+  std::vector<Token> encode(std::string_view text, bool add_special, bool parse_special) const;
+
+  // One token's bytes (control tokens render as "" unless `render_special`).
+  std::string token_to_piece(Token t, bool render_special = false) const;
+  std::string decode(const std::vector<Token>& ids, bool render_special = false) const;
+
+  int32_t n_vocab() const;
+  Token bos() const;
+  Token eos() const;
+  // True for tokens that end generation (EOS, EOT, and other end-of-generation control tokens
+  // such as <|im_end|> when present).
+  bool is_eog(Token t) const;
+  const VocabData& vocab() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Streaming decoder: feed tokens, get back only complete UTF-8; incomplete multi-byte
+// sequences are held until the next token completes them (or flush() at the end).
+class StreamDecoder {
+ public:
+  explicit StreamDecoder(const Tokenizer& tok) : tok_(tok) {}
+  std::string push(Token t);
+  std::string flush();
+
+ private:
+  const Tokenizer& tok_;
+  std::string pending_;
+};
+
+}  // namespace squeeze::tokenizer

@@ -58,7 +58,9 @@ void ThreadPool::run(const Task& task) {
 }
 
 void ThreadPool::worker_loop(int ith) {
-  uint32_t seen = generation_.load(std::memory_order_acquire);
+  // Generation 0 is "no work yet": a worker that starts after the first run() was posted
+  // must still see that run as new, so it does not read the current value here.
+  uint32_t seen = 0;
   for (;;) {
     int spins = 0;
     uint32_t gen;

@@ -1,0 +1,85 @@
+// squeeze chat: an interactive chat loop with the model's chat template and the history.
+#include <iostream>
+
+#include "cli/commands.h"
+#include "cli/common.h"
+#include "cli/generate.h"
+#include "core/error.h"
+#include "model/context.h"
+#include "tokenizer/chat_template.h"
+
+namespace squeeze::cli {
+
+int cmd_chat(int argc, char** argv) {
+  CLI::App app{"Chat with a model in the terminal. Type a message and press Enter; "
+               "/reset clears the history, /quit (or end of input) leaves.",
+               "squeeze chat"};
+  ModelOptions mo;
+  SamplingOptions so;
+  std::string system;
+  int64_t n_predict = -1;
+  mo.add_to(app);
+  app.add_option("-s,--system", system, "system message (default: the template's own)");
+  app.add_option("-n,--n-predict", n_predict, "max tokens per reply; -1 = until the end")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{-1}, int64_t{1} << 24));
+  so.add_to(app);
+  if (auto rc = parse(app, argc, argv)) return *rc;
+
+  return guarded([&] {
+    const sample::SamplerParams sp = so.resolved();
+    auto model = model::Model::load(resolve_model_path(mo.model));
+    tokenizer::Tokenizer tok(tokenizer::read_vocab(model->file()));
+    const auto tmpl = tokenizer::ChatTemplate::from_jinja(tok.vocab().chat_template);
+    ThreadPool pool(mo.resolved_threads());
+    model::Context ctx(*model, mo.n_ctx, pool);
+    sample::Sampler sampler(sp, static_cast<int32_t>(model->hparams().n_vocab));
+
+    std::vector<tokenizer::ChatMessage> history;
+    if (!system.empty()) history.push_back({"system", system});
+    std::vector<int32_t> cached;  // tokens whose K/V are in ctx, in order
+    std::cerr << "squeeze chat: " << model->file().path() << " (" << tmpl.family()
+              << " template, ctx " << mo.n_ctx << "). /reset clears, /quit leaves.\n";
+    std::string line;
+    for (;;) {
+      std::cout << "> " << std::flush;
+      if (!std::getline(std::cin, line) || line == "/quit" || line == "/exit") break;
+      if (line.empty()) continue;
+      if (line == "/reset") {
+        history.resize(system.empty() ? 0 : 1);
+        continue;
+      }
+      history.push_back({"user", line});
+      // Render the whole conversation and reuse the cached prefix it shares with the cache.
+      const std::vector<int32_t> ids =
+          tok.encode(tmpl.apply(history, /*add_generation_prompt=*/true), true, true);
+      if (static_cast<int64_t>(ids.size()) >= mo.n_ctx) {
+        std::cerr << "error: the conversation (" << ids.size() << " tokens) fills the context of "
+                  << mo.n_ctx << " tokens; /reset to start over or raise --ctx\n";
+        history.pop_back();
+        continue;
+      }
+      size_t common = 0;
+      while (common < cached.size() && common + 1 < ids.size() && cached[common] == ids[common]) {
+        ++common;
+      }
+      ctx.truncate(static_cast<int64_t>(common));
+      cached.resize(common);
+      sampler.reset();
+      std::vector<int32_t> reply;
+      const std::span<const int32_t> fresh(ids.data() + common, ids.size() - common);
+      const GenerationStats st = generate(ctx, tok, sampler, fresh, n_predict,
+                                          [](std::string_view s) { std::cout << s << std::flush; },
+                                          &reply);
+      std::cout << "\n";
+      std::cerr << "[" << st.summary() << "]\n";
+      cached.insert(cached.end(), fresh.begin(), fresh.end());
+      cached.insert(cached.end(), reply.begin(), reply.end());
+      cached.resize(static_cast<size_t>(ctx.n_past()));
+      history.push_back({"assistant", tok.decode(reply)});
+    }
+    return 0;
+  });
+}
+
+}  // namespace squeeze::cli

@@ -1,0 +1,55 @@
+// The squeeze binary: dispatches to one subcommand per file (cli/commands.h).
+#include <cstring>
+#include <iostream>
+#include <string_view>
+
+#include "cli/commands.h"
+#include "core/cpu.h"
+
+namespace {
+
+struct Command {
+  std::string_view name;
+  int (*fn)(int, char**);
+  std::string_view help;
+};
+
+constexpr Command kCommands[] = {
+    {"run", squeeze::cli::cmd_run, "generate text from a prompt"},
+    {"chat", squeeze::cli::cmd_chat, "interactive chat with the model's chat template"},
+    {"inspect", squeeze::cli::cmd_inspect, "print a GGUF file's metadata and tensor table"},
+};
+
+void usage(std::ostream& os) {
+  os << "squeeze - run and compress LLMs on CPUs\n\nusage: squeeze COMMAND [options]\n\n"
+        "commands:\n";
+  for (const Command& c : kCommands) os << "  " << c.name << std::string(10 - c.name.size(), ' ') << c.help << "\n";
+  os << "\n`squeeze COMMAND --help` shows a command's options.\n"
+        "SQUEEZE_ISA=scalar|avx2 forces the kernel path (default: the best this CPU has).\n";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    usage(std::cerr);
+    return 2;
+  }
+  const std::string_view cmd = argv[1];
+  if (cmd == "-h" || cmd == "--help" || cmd == "help") {
+    usage(std::cout);
+    return 0;
+  }
+  try {
+    (void)squeeze::active_isa();  // validate SQUEEZE_ISA once, up front
+  } catch (const std::exception& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 2;
+  }
+  for (const Command& c : kCommands) {
+    if (cmd == c.name) return c.fn(argc - 1, argv + 1);
+  }
+  std::cerr << "error: unknown command '" << cmd << "'\n\n";
+  usage(std::cerr);
+  return 2;
+}

@@ -1,0 +1,65 @@
+// squeeze run: generate text from a prompt, streamed to stdout; stats on stderr.
+#include <iostream>
+
+#include "cli/commands.h"
+#include "cli/common.h"
+#include "cli/generate.h"
+#include "core/error.h"
+#include "model/context.h"
+#include "tokenizer/chat_template.h"
+
+namespace squeeze::cli {
+
+int cmd_run(int argc, char** argv) {
+  CLI::App app{"Generate text from a prompt with a GGUF model.", "squeeze run"};
+  ModelOptions mo;
+  SamplingOptions so;
+  std::string prompt;
+  int64_t n_predict = 256;
+  bool chat = false;
+  mo.add_to(app);
+  app.add_option("-p,--prompt", prompt, "the prompt")->required();
+  app.add_option("-n,--n-predict", n_predict, "tokens to generate; -1 = until end or context full")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{-1}, int64_t{1} << 24));
+  app.add_flag("--chat", chat, "wrap the prompt as a user message in the model's chat template");
+  so.add_to(app);
+  if (auto rc = parse(app, argc, argv)) return *rc;
+
+  return guarded([&] {
+    const sample::SamplerParams sp = so.resolved();
+    auto model = model::Model::load(resolve_model_path(mo.model));
+    tokenizer::Tokenizer tok(tokenizer::read_vocab(model->file()));
+
+    std::string text = prompt;
+    if (chat) {
+      auto tmpl = tokenizer::ChatTemplate::from_jinja(tok.vocab().chat_template);
+      text = tmpl.apply({{"user", prompt}}, /*add_generation_prompt=*/true);
+    }
+    // Special-token texts in the prompt (<|im_start|>, ...) become their ids, as in llama-cli.
+    const std::vector<int32_t> ids = tok.encode(text, /*add_special=*/true, /*parse_special=*/true);
+    if (ids.empty()) throw UsageError("the prompt tokenizes to nothing");
+    if (n_predict >= 0 && static_cast<int64_t>(ids.size()) + n_predict > mo.n_ctx) {
+      throw UsageError("prompt (" + std::to_string(ids.size()) + " tokens) plus -n " +
+                       std::to_string(n_predict) + " exceeds the context of " +
+                       std::to_string(mo.n_ctx) + " tokens (raise --ctx)");
+    }
+    if (static_cast<int64_t>(ids.size()) >= mo.n_ctx) {
+      throw UsageError("prompt (" + std::to_string(ids.size()) +
+                       " tokens) does not fit the context of " + std::to_string(mo.n_ctx) +
+                       " tokens (raise --ctx)");
+    }
+
+    ThreadPool pool(mo.resolved_threads());
+    model::Context ctx(*model, mo.n_ctx, pool);
+    sample::Sampler sampler(sp, static_cast<int32_t>(model->hparams().n_vocab));
+    const GenerationStats st = generate(ctx, tok, sampler, ids, n_predict, [](std::string_view s) {
+      std::cout << s << std::flush;
+    });
+    std::cout << std::endl;
+    std::cerr << st.summary() << " | seed: " << sp.seed << " | threads: " << pool.size() << "\n";
+    return 0;
+  });
+}
+
+}  // namespace squeeze::cli

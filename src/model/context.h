@@ -1,0 +1,86 @@
+// Per-sequence state: the KV cache, the position, and scratch buffers sized once up front.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "core/fp16.h"
+#include "core/thread_pool.h"
+#include "model/model.h"
+#include "ops/attention.h"
+#include "ops/matmul.h"
+
+namespace squeeze::model {
+
+// Called with every named intermediate when set (for debugging and reference diffs):
+// name ("attn_norm", "q", "ffn_out", ...), layer (-1 outside layers), [n_tokens, width] floats.
+using TensorCallback =
+    std::function<void(std::string_view name, int layer, const float* data, int64_t n_tokens,
+                       int64_t width)>;
+
+struct KvCache {
+  KvCache(const HParams& hp, int64_t n_ctx);
+  int64_t n_ctx;
+  int64_t row;                 // n_head_kv * head_dim
+  std::vector<f16_t> k;        // [n_layer, n_ctx, n_head_kv * head_dim]
+  std::vector<f16_t> v;        // [n_layer, n_ctx, n_head_kv * head_dim]
+  f16_t* k_layer(int64_t il) { return k.data() + il * n_ctx * row; }
+  f16_t* v_layer(int64_t il) { return v.data() + il * n_ctx * row; }
+  size_t bytes() const { return (k.size() + v.size()) * sizeof(f16_t); }
+};
+
+// Scratch for one forward chunk of up to n_batch tokens.
+struct ForwardScratch {
+  ForwardScratch(const HParams& hp, int64_t n_batch);
+  int64_t n_batch;
+  std::vector<float> x;        // [n_batch, n_embd] residual stream
+  std::vector<float> xn;       // [n_batch, n_embd] normalised input of a block
+  std::vector<float> q;        // [n_batch, n_head * head_dim]
+  std::vector<float> k;        // [n_batch, n_head_kv * head_dim]
+  std::vector<float> v;        // [n_batch, n_head_kv * head_dim]
+  std::vector<float> attn;     // [n_batch, n_head * head_dim]
+  std::vector<float> gate;     // [n_batch, n_ff]
+  std::vector<float> up;       // [n_batch, n_ff]
+  std::vector<float> proj;     // [n_batch, n_embd] output of wo / ffn_down
+  ops::MatmulScratch mm;
+  ops::AttentionScratch att;
+};
+
+class Context {
+ public:
+  // n_ctx: KV cache capacity in tokens (throws UsageError above the model's trained length);
+  // n_batch: tokens per forward chunk during prefill.
+  Context(const Model& model, int64_t n_ctx, ThreadPool& pool, int64_t n_batch = 256);
+
+  // Runs `tokens` at positions n_past().. and appends them to the KV cache. Returns the logits
+  // of the last token ([n_vocab]), or of every token ([n_tokens, n_vocab]) with all_logits.
+  // Throws Error when the tokens would overflow the context.
+  std::span<const float> decode(std::span<const int32_t> tokens, bool all_logits = false);
+
+  int64_t n_past() const { return n_past_; }
+  int64_t n_ctx() const { return kv_.n_ctx; }
+  // Forgets the sequence (keeps the buffers).
+  void reset() { n_past_ = 0; }
+  // Drops positions >= n (e.g. to reuse a shared prompt prefix).
+  void truncate(int64_t n);
+
+  void set_callback(TensorCallback cb) { callback_ = std::move(cb); }
+  const Model& model() const { return model_; }
+  size_t kv_bytes() const { return kv_.bytes(); }
+
+ private:
+  void forward_chunk(std::span<const int32_t> tokens, float* logits, bool all_logits);
+
+  const Model& model_;
+  ThreadPool& pool_;
+  KvCache kv_;
+  ForwardScratch s_;
+  std::vector<float> logits_;  // [n_batch or 1, n_vocab] grown on demand
+  int64_t n_past_ = 0;
+  TensorCallback callback_;
+};
+
+}  // namespace squeeze::model

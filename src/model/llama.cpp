@@ -1,0 +1,203 @@
+#include "model/llama.h"
+
+#include <cmath>
+#include <string>
+
+#include "core/error.h"
+#include "ops/norm.h"
+
+namespace squeeze::model {
+
+namespace {
+
+std::string key(const HParams& hp, const char* suffix) { return hp.arch + "." + suffix; }
+
+// Binds a weight matrix [n_in] -> [n_out] (ggml shape [n_in, n_out]) and checks it.
+ops::WeightView bind_matrix(const gguf::File& f, const std::string& name, int64_t n_in,
+                            int64_t n_out) {
+  const gguf::TensorInfo* t = f.find_tensor(name);
+  if (t == nullptr) throw FormatError(f.path() + ": missing tensor '" + name + "'");
+  if (t->shape.size() != 2 || t->shape[0] != n_in || t->shape[1] != n_out) {
+    throw FormatError(f.path() + ": tensor '" + name + "' has shape [" +
+                      std::to_string(t->shape[0]) +
+                      (t->shape.size() > 1 ? ", " + std::to_string(t->shape[1]) : "") +
+                      "], expected [" + std::to_string(n_in) + ", " + std::to_string(n_out) + "]");
+  }
+  const auto& info = formats::format_info(t->type);
+  if (!info.supported) {
+    throw FormatError(f.path() + ": tensor '" + name + "' has type " + std::string(info.name) +
+                      ", which squeeze cannot compute with yet");
+  }
+  ops::WeightView w;
+  w.type = t->type;
+  w.n_cols = n_in;
+  w.n_rows = n_out;
+  w.row_bytes = formats::row_bytes(t->type, n_in);
+  w.data = static_cast<const uint8_t*>(t->data);
+  return w;
+}
+
+// Binds a 1-D F32 vector of n elements.
+const float* bind_vector(const gguf::File& f, const std::string& name, int64_t n) {
+  const gguf::TensorInfo* t = f.find_tensor(name);
+  if (t == nullptr) throw FormatError(f.path() + ": missing tensor '" + name + "'");
+  if (t->shape.size() != 1 || t->shape[0] != n || t->type != formats::DType::F32) {
+    throw FormatError(f.path() + ": tensor '" + name + "' must be f32 of shape [" +
+                      std::to_string(n) + "]");
+  }
+  return static_cast<const float*>(t->data);
+}
+
+int64_t positive(const gguf::File& f, const std::string& k, int64_t v) {
+  if (v <= 0 || v > (int64_t{1} << 24)) {
+    throw FormatError(f.path() + ": metadata '" + k + "' has invalid value " + std::to_string(v));
+  }
+  return v;
+}
+
+}  // namespace
+
+void load_llama(Model& m) {
+  const gguf::File& f = m.file_;
+  HParams& hp = m.hparams_;
+  auto req = [&](const char* s) { return positive(f, key(hp, s), f.require_int(key(hp, s))); };
+  hp.n_layer = req("block_count");
+  hp.n_ctx_train = req("context_length");
+  hp.n_embd = req("embedding_length");
+  hp.n_ff = req("feed_forward_length");
+  hp.n_head = req("attention.head_count");
+  hp.n_head_kv = f.get_int(key(hp, "attention.head_count_kv")).value_or(hp.n_head);
+  positive(f, key(hp, "attention.head_count_kv"), hp.n_head_kv);
+  if (hp.n_head % hp.n_head_kv != 0) {
+    throw FormatError(f.path() + ": head_count " + std::to_string(hp.n_head) +
+                      " is not a multiple of head_count_kv " + std::to_string(hp.n_head_kv));
+  }
+  hp.head_dim = f.get_int(key(hp, "attention.key_length")).value_or(hp.n_embd / hp.n_head);
+  positive(f, key(hp, "attention.key_length"), hp.head_dim);
+  hp.n_rot = f.get_int(key(hp, "rope.dimension_count")).value_or(hp.head_dim);
+  if (hp.n_rot <= 0 || hp.n_rot > hp.head_dim || hp.n_rot % 2 != 0) {
+    throw FormatError(f.path() + ": invalid rope.dimension_count " + std::to_string(hp.n_rot));
+  }
+  hp.rope_freq_base = static_cast<float>(f.get_float(key(hp, "rope.freq_base")).value_or(10000.0));
+  hp.rms_eps = static_cast<float>(f.require_float(key(hp, "attention.layer_norm_rms_epsilon")));
+  hp.rope_layout = ops::RopeLayout::Norm;
+
+  const int64_t n_q = hp.n_head * hp.head_dim;
+  const int64_t n_kv = hp.n_head_kv * hp.head_dim;
+
+  const gguf::TensorInfo* embd = f.find_tensor("token_embd.weight");
+  if (embd == nullptr) throw FormatError(f.path() + ": missing tensor 'token_embd.weight'");
+  if (embd->shape.size() != 2) throw FormatError(f.path() + ": token_embd.weight must be 2-D");
+  hp.n_vocab = embd->shape[1];
+  m.token_embd = bind_matrix(f, "token_embd.weight", hp.n_embd, hp.n_vocab);
+  m.output_norm = bind_vector(f, "output_norm.weight", hp.n_embd);
+  if (f.find_tensor("output.weight") != nullptr) {
+    m.output = bind_matrix(f, "output.weight", hp.n_embd, hp.n_vocab);
+  } else {
+    m.output = m.token_embd;
+    m.tied_output = true;
+  }
+
+  m.layers.resize(hp.n_layer);
+  for (int64_t il = 0; il < hp.n_layer; ++il) {
+    const std::string p = "blk." + std::to_string(il) + ".";
+    LayerWeights& L = m.layers[il];
+    L.attn_norm = bind_vector(f, p + "attn_norm.weight", hp.n_embd);
+    L.wq = bind_matrix(f, p + "attn_q.weight", hp.n_embd, n_q);
+    L.wk = bind_matrix(f, p + "attn_k.weight", hp.n_embd, n_kv);
+    L.wv = bind_matrix(f, p + "attn_v.weight", hp.n_embd, n_kv);
+    L.wo = bind_matrix(f, p + "attn_output.weight", n_q, hp.n_embd);
+    L.ffn_norm = bind_vector(f, p + "ffn_norm.weight", hp.n_embd);
+    L.ffn_gate = bind_matrix(f, p + "ffn_gate.weight", hp.n_embd, hp.n_ff);
+    L.ffn_up = bind_matrix(f, p + "ffn_up.weight", hp.n_embd, hp.n_ff);
+    L.ffn_down = bind_matrix(f, p + "ffn_down.weight", hp.n_ff, hp.n_embd);
+  }
+}
+
+// The forward pass of one chunk. Every intermediate has a name (passed to the callback).
+void forward_llama(const Model& m, KvCache& kv, ForwardScratch& s, ThreadPool& pool,
+                   const ForwardArgs& a) {
+  const HParams& hp = m.hparams();
+  const int64_t n = static_cast<int64_t>(a.tokens.size());
+  const int64_t n_embd = hp.n_embd;
+  const int64_t n_q = hp.n_head * hp.head_dim;
+  const int64_t n_kv = hp.n_head_kv * hp.head_dim;
+  auto cb = [&](const char* name, int il, const float* data, int64_t rows, int64_t width) {
+    if (a.callback != nullptr && *a.callback) (*a.callback)(name, il, data, rows, width);
+  };
+  auto mm = [&](const ops::WeightView& w, const float* x, float* y) {
+    ops::matmul(w, x, n, w.n_cols, y, w.n_rows, pool, s.mm);
+  };
+  const ops::Rope rope(static_cast<int>(hp.n_rot), hp.rope_freq_base, hp.rope_layout);
+  const ops::AttentionShape shape{static_cast<int>(hp.n_head), static_cast<int>(hp.n_head_kv),
+                                  static_cast<int>(hp.head_dim),
+                                  1.0f / std::sqrt(static_cast<float>(hp.head_dim))};
+  const auto& f16 = formats::kernels(formats::DType::F16);
+
+  // inp_embd: [n, n_embd]
+  float* x = s.x.data();
+  for (int64_t t = 0; t < n; ++t) ops::dequantize_row(m.token_embd, a.tokens[t], x + t * n_embd);
+  cb("inp_embd", -1, x, n, n_embd);
+
+  for (int64_t il = 0; il < hp.n_layer; ++il) {
+    const LayerWeights& L = m.layers[il];
+    const int li = static_cast<int>(il);
+    // --- attention block ---
+    for (int64_t t = 0; t < n; ++t) {
+      ops::rms_norm(x + t * n_embd, L.attn_norm, n_embd, hp.rms_eps, s.xn.data() + t * n_embd);
+    }
+    cb("attn_norm", li, s.xn.data(), n, n_embd);
+    mm(L.wq, s.xn.data(), s.q.data());
+    mm(L.wk, s.xn.data(), s.k.data());
+    mm(L.wv, s.xn.data(), s.v.data());
+    for (int64_t t = 0; t < n; ++t) {
+      rope.apply(s.q.data() + t * n_q, static_cast<int>(hp.n_head), static_cast<int>(hp.head_dim),
+                 a.pos0 + t);
+      rope.apply(s.k.data() + t * n_kv, static_cast<int>(hp.n_head_kv),
+                 static_cast<int>(hp.head_dim), a.pos0 + t);
+    }
+    cb("q", li, s.q.data(), n, n_q);
+    cb("k", li, s.k.data(), n, n_kv);
+    cb("v", li, s.v.data(), n, n_kv);
+    f16_t* kc = kv.k_layer(il);
+    f16_t* vc = kv.v_layer(il);
+    for (int64_t t = 0; t < n; ++t) {
+      f16.quantize_row(s.k.data() + t * n_kv, kc + (a.pos0 + t) * kv.row, n_kv);
+      f16.quantize_row(s.v.data() + t * n_kv, vc + (a.pos0 + t) * kv.row, n_kv);
+    }
+    ops::attention(shape, s.q.data(), n, a.pos0, kc, vc, s.attn.data(), pool, s.att);
+    cb("kqv_out", li, s.attn.data(), n, n_q);
+    mm(L.wo, s.attn.data(), s.proj.data());
+    cb("attn_out", li, s.proj.data(), n, n_embd);
+    for (int64_t i = 0; i < n * n_embd; ++i) x[i] += s.proj[i];
+    cb("ffn_inp", li, x, n, n_embd);
+
+    // --- MLP block (SwiGLU) ---
+    for (int64_t t = 0; t < n; ++t) {
+      ops::rms_norm(x + t * n_embd, L.ffn_norm, n_embd, hp.rms_eps, s.xn.data() + t * n_embd);
+    }
+    cb("ffn_norm", li, s.xn.data(), n, n_embd);
+    mm(L.ffn_gate, s.xn.data(), s.gate.data());
+    mm(L.ffn_up, s.xn.data(), s.up.data());
+    ops::swiglu(s.gate.data(), s.up.data(), n * hp.n_ff, s.gate.data());
+    cb("ffn_act", li, s.gate.data(), n, hp.n_ff);
+    mm(L.ffn_down, s.gate.data(), s.proj.data());
+    cb("ffn_out", li, s.proj.data(), n, n_embd);
+    for (int64_t i = 0; i < n * n_embd; ++i) x[i] += s.proj[i];
+    cb("l_out", li, x, n, n_embd);
+  }
+
+  // --- output head: only the rows whose logits are wanted ---
+  if (a.logits == nullptr) return;
+  const int64_t first = a.all_logits ? 0 : n - 1;
+  const int64_t rows = n - first;
+  for (int64_t t = first; t < n; ++t) {
+    ops::rms_norm(x + t * n_embd, m.output_norm, n_embd, hp.rms_eps,
+                  s.xn.data() + (t - first) * n_embd);
+  }
+  cb("result_norm", -1, s.xn.data(), rows, n_embd);
+  ops::matmul(m.output, s.xn.data(), rows, n_embd, a.logits, hp.n_vocab, pool, s.mm);
+  cb("result_output", -1, a.logits, rows, hp.n_vocab);
+}
+
+}  // namespace squeeze::model

@@ -1,0 +1,69 @@
+// An immutable, loaded model: hyperparameters and typed views of its mmapped weights.
+// Shared by every sequence; per-sequence state lives in Context (context.h).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gguf/gguf.h"
+#include "ops/rope.h"
+#include "ops/tensor.h"
+
+namespace squeeze::model {
+
+struct HParams {
+  std::string arch;          // general.architecture
+  int64_t n_vocab = 0;
+  int64_t n_ctx_train = 0;   // context length the model was trained for
+  int64_t n_embd = 0;
+  int64_t n_layer = 0;
+  int64_t n_head = 0;
+  int64_t n_head_kv = 0;
+  int64_t n_ff = 0;
+  int64_t head_dim = 0;      // per-head size of q, k and v
+  int64_t n_rot = 0;         // rotary dims per head
+  float rope_freq_base = 10000.0f;
+  float rms_eps = 1e-5f;
+  ops::RopeLayout rope_layout = ops::RopeLayout::Norm;
+};
+
+struct LayerWeights {
+  const float* attn_norm = nullptr;  // [n_embd]
+  ops::WeightView wq;                // [n_embd] -> [n_head * head_dim]
+  ops::WeightView wk;                // [n_embd] -> [n_head_kv * head_dim]
+  ops::WeightView wv;                // [n_embd] -> [n_head_kv * head_dim]
+  ops::WeightView wo;                // [n_head * head_dim] -> [n_embd]
+  const float* ffn_norm = nullptr;   // [n_embd]
+  ops::WeightView ffn_gate;          // [n_embd] -> [n_ff]
+  ops::WeightView ffn_up;            // [n_embd] -> [n_ff]
+  ops::WeightView ffn_down;          // [n_ff] -> [n_embd]
+};
+
+class Model {
+ public:
+  // Maps and validates the file, reads the hyperparameters and checks every tensor of the
+  // architecture's manifest (presence, shape, supported type). Throws FormatError.
+  static std::unique_ptr<Model> load(const std::string& path);
+
+  const gguf::File& file() const { return file_; }
+  const HParams& hparams() const { return hparams_; }
+
+  ops::WeightView token_embd;         // [n_vocab, n_embd] (row per token)
+  const float* output_norm = nullptr; // [n_embd]
+  ops::WeightView output;             // [n_embd] -> [n_vocab]; token_embd when tied
+  bool tied_output = false;
+  std::vector<LayerWeights> layers;   // [n_layer]
+
+  // Bytes of weights read per generated token (every matrix once; for bandwidth figures).
+  size_t weight_bytes() const;
+
+ private:
+  explicit Model(gguf::File file) : file_(std::move(file)) {}
+  gguf::File file_;
+  HParams hparams_;
+  friend void load_llama(Model& m);
+};
+
+}  // namespace squeeze::model

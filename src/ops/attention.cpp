@@ -1,0 +1,67 @@
+#include "ops/attention.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "formats/format.h"
+
+namespace squeeze::ops {
+
+void softmax(float* x, int64_t n) {
+  float max = -INFINITY;
+  for (int64_t i = 0; i < n; ++i) max = std::max(max, x[i]);
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i) {
+    x[i] = std::exp(x[i] - max);
+    sum += x[i];
+  }
+  const float inv = static_cast<float>(1.0 / sum);
+  for (int64_t i = 0; i < n; ++i) x[i] *= inv;
+}
+
+void swiglu(const float* gate, const float* up, int64_t n, float* out) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = gate[i];
+    out[i] = g / (1.0f + std::exp(-g)) * up[i];
+  }
+}
+
+void attention(const AttentionShape& shape, const float* q, int64_t n_tokens, int64_t pos0,
+               const f16_t* k, const f16_t* v, float* out, ThreadPool& pool,
+               AttentionScratch& scratch) {
+  const int hd = shape.head_dim;
+  const int64_t q_stride = static_cast<int64_t>(shape.n_head) * hd;
+  const int64_t kv_stride = static_cast<int64_t>(shape.n_head_kv) * hd;
+  const int group = shape.n_head / shape.n_head_kv;
+  const int64_t n_ctx_used = pos0 + n_tokens;
+  // Per thread: scores [n_ctx_used], q in half [hd], a dequantized V row [hd].
+  const int64_t per_thread = n_ctx_used + 2 * hd;
+  scratch.per_thread.resize(static_cast<size_t>(per_thread) * pool.size());
+
+  const auto& f16k = formats::kernels(formats::DType::F16);
+  pool.parallel_for(n_tokens * shape.n_head, 1, [&](int64_t i0, int64_t i1, int ith) {
+    float* scores = scratch.per_thread.data() + ith * per_thread;
+    auto* q16 = reinterpret_cast<f16_t*>(scores + n_ctx_used);
+    float* vrow = scores + n_ctx_used + hd;
+    for (int64_t i = i0; i < i1; ++i) {
+      const int64_t t = i / shape.n_head;
+      const int h = static_cast<int>(i % shape.n_head);
+      const int hk = h / group;
+      const int64_t n_kv = pos0 + t + 1;  // causal: positions 0..pos0+t
+      f16k.quantize_row(q + t * q_stride + h * hd, q16, hd);
+      for (int64_t j = 0; j < n_kv; ++j) {
+        scores[j] = shape.scale * f16k.vec_dot(hd, k + j * kv_stride + hk * hd, q16);
+      }
+      softmax(scores, n_kv);
+      float* o = out + t * q_stride + h * hd;
+      std::fill(o, o + hd, 0.0f);
+      for (int64_t j = 0; j < n_kv; ++j) {
+        f16k.dequantize_row(v + j * kv_stride + hk * hd, vrow, hd);
+        const float p = scores[j];
+        for (int d = 0; d < hd; ++d) o[d] += p * vrow[d];
+      }
+    }
+  });
+}
+
+}  // namespace squeeze::ops

@@ -1,0 +1,39 @@
+// Causal grouped-query attention over one sequence's KV cache.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/fp16.h"
+#include "core/thread_pool.h"
+
+namespace squeeze::ops {
+
+struct AttentionScratch {
+  std::vector<float> per_thread;  // [n_threads, n_ctx + 2 * head_dim]
+};
+
+struct AttentionShape {
+  int n_head = 0;
+  int n_head_kv = 0;   // n_head is a multiple of n_head_kv (GQA groups share K/V)
+  int head_dim = 0;
+  float scale = 0;     // usually 1/sqrt(head_dim)
+};
+
+// For each token t < n_tokens at position pos0 + t and each head h:
+//   out[t, h] = softmax_j(scale * q[t, h] . k[j, h / group]) v[j, h / group],  j <= pos0 + t.
+//   q:   [n_tokens, n_head * head_dim]              (rotary already applied)
+//   k,v: [n_ctx, n_head_kv * head_dim] half floats  (cache rows 0..pos0+n_tokens-1 filled)
+//   out: [n_tokens, n_head * head_dim]
+// Q is rounded to half for the Q.K products (K is half), as llama.cpp does.
+void attention(const AttentionShape& shape, const float* q, int64_t n_tokens, int64_t pos0,
+               const f16_t* k, const f16_t* v, float* out, ThreadPool& pool,
+               AttentionScratch& scratch);
+
+// out[i] = silu(gate[i]) * up[i]
+void swiglu(const float* gate, const float* up, int64_t n, float* out);
+
+// In-place softmax over n values; returns nothing, max-subtracted, sums in double.
+void softmax(float* x, int64_t n);
+
+}  // namespace squeeze::ops

@@ -1,0 +1,28 @@
+// Matrix products of a weight matrix in any supported format with float activations.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/thread_pool.h"
+#include "ops/tensor.h"
+
+namespace squeeze::ops {
+
+// Reusable buffer for activations converted to a weight format's vec_dot_type.
+struct MatmulScratch {
+  std::vector<uint8_t> quantized;
+};
+
+// y[t, r] = sum_c W[r, c] * x[t, c]  for t < n_tokens, r < W.n_rows.
+//   x: [n_tokens, W.n_cols] floats, row stride x_stride (elements)
+//   y: [n_tokens, W.n_rows] floats, row stride y_stride (elements)
+// The activations are converted once to the weight format's vec_dot_type (as ggml does),
+// then rows are split across the pool's threads.
+void matmul(const WeightView& w, const float* x, int64_t n_tokens, int64_t x_stride, float* y,
+            int64_t y_stride, ThreadPool& pool, MatmulScratch& scratch);
+
+// Dequantizes row `r` of W into dst[0..W.n_cols).
+void dequantize_row(const WeightView& w, int64_t r, float* dst);
+
+}  // namespace squeeze::ops

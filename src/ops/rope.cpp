@@ -1,0 +1,32 @@
+#include "ops/rope.h"
+
+#include <cmath>
+
+namespace squeeze::ops {
+
+Rope::Rope(int n_rot, float freq_base, RopeLayout layout)
+    : n_rot_(n_rot), freq_base_(freq_base), layout_(layout) {
+  theta_scale_ = std::pow(freq_base_, -2.0f / static_cast<float>(n_rot_));
+}
+
+void Rope::apply(float* x, int n_heads, int head_dim, int64_t pos) const {
+  const int half = n_rot_ / 2;
+  // ggml builds the angle by repeated multiplication in float, starting from the position
+  // (theta *= theta_scale); the same running product keeps angles equal to llama.cpp's.
+  float theta = static_cast<float>(pos);
+  for (int i = 0; i < half; ++i, theta *= theta_scale_) {
+    const float c = std::cos(theta);
+    const float s = std::sin(theta);
+    for (int h = 0; h < n_heads; ++h) {
+      float* v = x + static_cast<int64_t>(h) * head_dim;
+      const int a = layout_ == RopeLayout::Norm ? 2 * i : i;
+      const int b = layout_ == RopeLayout::Norm ? 2 * i + 1 : i + half;
+      const float x0 = v[a];
+      const float x1 = v[b];
+      v[a] = x0 * c - x1 * s;
+      v[b] = x0 * s + x1 * c;
+    }
+  }
+}
+
+}  // namespace squeeze::ops

@@ -1,0 +1,31 @@
+// Rotary position embedding.
+#pragma once
+
+#include <cstdint>
+
+namespace squeeze::ops {
+
+enum class RopeLayout {
+  Norm,  // rotate adjacent pairs (x[2i], x[2i+1]): llama.cpp's LLAMA_ROPE_TYPE_NORM (llama)
+  Neox,  // rotate halves (x[i], x[i + n_rot/2]): LLAMA_ROPE_TYPE_NEOX (gemma, qwen, ...)
+};
+
+// Rotation for one rotary dimension count and frequency base.
+class Rope {
+ public:
+  // theta_i(pos) = pos * freq_base^(-2i/n_rot), accumulated in float as ggml does.
+  Rope(int n_rot, float freq_base, RopeLayout layout);
+
+  // Rotates the first n_rot dims of each of n_heads vectors of head_dim floats at `pos`.
+  void apply(float* x, int n_heads, int head_dim, int64_t pos) const;
+
+  int n_rot() const { return n_rot_; }
+
+ private:
+  int n_rot_;
+  float freq_base_;
+  RopeLayout layout_;
+  float theta_scale_;  // freq_base^(-2/n_rot)
+};
+
+}  // namespace squeeze::ops

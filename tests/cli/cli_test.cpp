@@ -1,0 +1,159 @@
+// The squeeze binary end to end: bad input gives one clear `error:` line on stderr and a
+// non-zero exit, never a crash; good input on the tiny model generates text.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <cstring>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "tiny_model.h"
+
+namespace squeeze {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Result {
+  int rc;
+  std::string out, err;
+};
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+Result squeeze_cmd(const std::string& args, const std::string& input = "") {
+  const fs::path dir = fs::temp_directory_path();
+  const fs::path out = dir / "squeeze_cli_out.txt", err = dir / "squeeze_cli_err.txt",
+                 in = dir / "squeeze_cli_in.txt";
+  std::ofstream(in) << input;
+  const std::string cmd = std::string(SQUEEZE_BINARY) + " " + args + " <" + in.string() + " >" +
+                          out.string() + " 2>" + err.string();
+  const int status = std::system(cmd.c_str());
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), slurp(out), slurp(err)};
+}
+
+std::vector<uint8_t> tiny_bytes() { return testing::tiny_model_writer().to_bytes(); }
+
+std::string write_file(const std::string& name, const std::vector<uint8_t>& bytes) {
+  const fs::path p = fs::temp_directory_path() / name;
+  std::ofstream(p, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()),
+                                           static_cast<std::streamsize>(bytes.size()));
+  return p.string();
+}
+
+// Exit code 1 or 2 (not a signal, not a sanitizer abort) and exactly one line "error: ...".
+void expect_clean_error(const Result& r, const std::string& needle) {
+  EXPECT_TRUE(r.rc == 1 || r.rc == 2) << "rc=" << r.rc << " stderr: " << r.err;
+  EXPECT_EQ(r.err.rfind("error: ", 0), 0u) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_NE(r.err.find(needle), std::string::npos) << "missing '" << needle << "' in: " << r.err;
+}
+
+TEST(Cli, GeneratesOnTinyModel) {
+  const std::string m = write_file("squeeze_cli_tiny.gguf", tiny_bytes());
+  const Result r = squeeze_cmd("run -m " + m + " -p 'hello there' -n 8 --temp 0 --ctx 64");
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.err.find("prompt: "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("stop: "), std::string::npos) << r.err;
+  // Greedy is deterministic; a seeded sample too.
+  EXPECT_EQ(squeeze_cmd("run -m " + m + " -p 'hello there' -n 8 --temp 0 --ctx 64").out, r.out);
+  const std::string sampled = "run -m " + m + " -p hello -n 12 --temp 1 --seed 5 --ctx 64";
+  EXPECT_EQ(squeeze_cmd(sampled).out, squeeze_cmd(sampled).out);
+}
+
+TEST(Cli, ChatLoopAnswersAndQuits) {
+  const std::string m = write_file("squeeze_cli_chat.gguf", tiny_bytes());
+  const Result r = squeeze_cmd("chat -m " + m + " -n 4 --temp 0 --ctx 128", "hello\nthe\n/quit\n");
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '>'), 3) << r.out;  // three prompts shown
+}
+
+TEST(Cli, TruncatedFile) {
+  auto b = tiny_bytes();
+  for (size_t cut : {size_t{3}, size_t{20}, b.size() / 3, b.size() - 7}) {
+    const std::string m = write_file("squeeze_cli_trunc.gguf", {b.begin(), b.begin() + cut});
+    const Result r = squeeze_cmd("run -m " + m + " -p hi -n 1");
+    expect_clean_error(r, "squeeze_cli_trunc.gguf");
+  }
+}
+
+TEST(Cli, WrongMagic) {
+  auto b = tiny_bytes();
+  b[0] = 'X';
+  expect_clean_error(squeeze_cmd("run -m " + write_file("squeeze_cli_magic.gguf", b) + " -p hi"), "magic");
+}
+
+TEST(Cli, UnsupportedVersion) {
+  auto b = tiny_bytes();
+  b[4] = 99;  // version (little-endian u32 after the magic)
+  expect_clean_error(squeeze_cmd("run -m " + write_file("squeeze_cli_ver.gguf", b) + " -p hi"), "version");
+}
+
+// Patches the u32 that follows the dims of tensor `name` in the header (its type id).
+void patch_tensor_type(std::vector<uint8_t>& b, const std::string& name, uint32_t type) {
+  const auto it = std::search(b.begin(), b.end(), name.begin(), name.end());
+  ASSERT_NE(it, b.end());
+  size_t p = static_cast<size_t>(it - b.begin()) + name.size();
+  uint32_t n_dims;
+  std::memcpy(&n_dims, &b[p], 4);
+  p += 4 + 8 * n_dims;
+  std::memcpy(&b[p], &type, 4);
+}
+
+TEST(Cli, UnknownTensorType) {
+  auto b = tiny_bytes();
+  patch_tensor_type(b, "output_norm.weight", 99);
+  expect_clean_error(squeeze_cmd("run -m " + write_file("squeeze_cli_type.gguf", b) + " -p hi"), "type");
+  expect_clean_error(squeeze_cmd("inspect " + write_file("squeeze_cli_type.gguf", b)), "type");
+}
+
+TEST(Cli, TensorDataPastEndOfFile) {
+  auto b = tiny_bytes();
+  b.resize(b.size() - 1);  // the last tensor's data now ends past the end
+  expect_clean_error(squeeze_cmd("run -m " + write_file("squeeze_cli_past.gguf", b) + " -p hi"), "past the end");
+}
+
+TEST(Cli, MissingRequiredKey) {
+  testing::TinyModelSpec spec;
+  spec.skip_keys = {"llama.block_count"};
+  const std::string m = write_file("squeeze_cli_key.gguf", testing::tiny_model_writer(spec).to_bytes());
+  expect_clean_error(squeeze_cmd("run -m " + m + " -p hi"), "llama.block_count");
+}
+
+TEST(Cli, PromptLongerThanContext) {
+  const std::string m = write_file("squeeze_cli_ctx.gguf", tiny_bytes());
+  expect_clean_error(squeeze_cmd("run -m " + m + " -p 'a b c d e f g h i j k l' -n 0 --ctx 4"), "context");
+  expect_clean_error(squeeze_cmd("run -m " + m + " -p 'a b' -n 100 --ctx 16"), "context");
+}
+
+TEST(Cli, BadFlagsAndFiles) {
+  const std::string m = write_file("squeeze_cli_flags.gguf", tiny_bytes());
+  expect_clean_error(squeeze_cmd("run -m " + m + " -p hi --temp abc"), "temp");
+  expect_clean_error(squeeze_cmd("run -m " + m + " -p hi --top-p 2"), "top-p");
+  expect_clean_error(squeeze_cmd("run -m " + m + " --bogus"), "bogus");
+  expect_clean_error(squeeze_cmd("run -m /nonexistent/model.gguf -p hi"), "/nonexistent/model.gguf");
+  expect_clean_error(squeeze_cmd("frobnicate"), "frobnicate");
+  const Result r = squeeze_cmd("run --help");
+  EXPECT_EQ(r.rc, 0);
+  EXPECT_NE(r.out.find("--prompt"), std::string::npos);
+}
+
+TEST(Cli, InspectPrintsMetadataAndTensors) {
+  const std::string m = write_file("squeeze_cli_inspect.gguf", tiny_bytes());
+  const Result r = squeeze_cmd("inspect " + m);
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("general.architecture"), std::string::npos);
+  EXPECT_NE(r.out.find("blk.1.ffn_down.weight"), std::string::npos);
+  EXPECT_NE(r.out.find("q8_0"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace squeeze

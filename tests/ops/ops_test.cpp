@@ -1,0 +1,134 @@
+// Each op against a plain double-precision reference written from its definition.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "core/fp16.h"
+#include "ops/attention.h"
+#include "ops/matmul.h"
+#include "ops/norm.h"
+#include "ops/rope.h"
+
+namespace squeeze::ops {
+namespace {
+
+std::vector<float> randn(size_t n, uint32_t seed, float scale = 1.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0.0f, scale);
+  std::vector<float> v(n);
+  for (float& x : v) x = d(rng);
+  return v;
+}
+
+TEST(RmsNorm, MatchesDefinition) {
+  const auto x = randn(576, 1);
+  const auto w = randn(576, 2);
+  std::vector<float> out(576);
+  rms_norm(x.data(), w.data(), 576, 1e-5f, out.data());
+  double ss = 0;
+  for (float v : x) ss += double(v) * v;
+  const double scale = 1.0 / std::sqrt(ss / 576 + 1e-5);
+  for (int i = 0; i < 576; ++i) ASSERT_NEAR(out[i], x[i] * scale * w[i], 1e-5);
+}
+
+TEST(Rope, MatchesDefinitionBothLayouts) {
+  const int head_dim = 64, n_heads = 3, n_rot = 64;
+  for (RopeLayout layout : {RopeLayout::Norm, RopeLayout::Neox}) {
+    Rope rope(n_rot, 100000.0f, layout);
+    for (int64_t pos : {0, 1, 17, 500}) {
+      auto x = randn(head_dim * n_heads, 3);
+      const auto orig = x;
+      rope.apply(x.data(), n_heads, head_dim, pos);
+      for (int h = 0; h < n_heads; ++h) {
+        for (int i = 0; i < n_rot / 2; ++i) {
+          const double theta = pos * std::pow(100000.0, -2.0 * i / n_rot);
+          const int a = layout == RopeLayout::Norm ? 2 * i : i;
+          const int b = layout == RopeLayout::Norm ? 2 * i + 1 : i + n_rot / 2;
+          const double x0 = orig[h * head_dim + a], x1 = orig[h * head_dim + b];
+          // float angle accumulation: allow ~1e-3 relative error at large positions
+          ASSERT_NEAR(x[h * head_dim + a], x0 * std::cos(theta) - x1 * std::sin(theta), 2e-3);
+          ASSERT_NEAR(x[h * head_dim + b], x0 * std::sin(theta) + x1 * std::cos(theta), 2e-3);
+        }
+      }
+    }
+  }
+}
+
+TEST(Attention, MatchesNaiveCausalGqa) {
+  const AttentionShape shape{6, 2, 16, 0.25f};
+  const int64_t n_ctx = 12, pos0 = 5, n_tokens = 7;
+  const int64_t q_row = 6 * 16, kv_row = 2 * 16;
+  const auto q = randn(n_tokens * q_row, 4);
+  const auto kf = randn(n_ctx * kv_row, 5);
+  const auto vf = randn(n_ctx * kv_row, 6);
+  std::vector<f16_t> k(kf.size()), v(vf.size());
+  for (size_t i = 0; i < kf.size(); ++i) k[i] = f32_to_f16(kf[i]);
+  for (size_t i = 0; i < vf.size(); ++i) v[i] = f32_to_f16(vf[i]);
+  for (int threads : {1, 2}) {
+    ThreadPool pool(threads);
+    AttentionScratch scratch;
+    std::vector<float> out(n_tokens * q_row);
+    attention(shape, q.data(), n_tokens, pos0, k.data(), v.data(), out.data(), pool, scratch);
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      for (int h = 0; h < 6; ++h) {
+        const int hk = h / 3;
+        std::vector<double> s(pos0 + t + 1);
+        double mx = -1e300;
+        for (int64_t j = 0; j <= pos0 + t; ++j) {
+          double dot = 0;
+          for (int d = 0; d < 16; ++d) {
+            dot += double(q[t * q_row + h * 16 + d]) * f16_to_f32(k[j * kv_row + hk * 16 + d]);
+          }
+          s[j] = 0.25 * dot;
+          mx = std::max(mx, s[j]);
+        }
+        double sum = 0;
+        for (double& e : s) sum += (e = std::exp(e - mx));
+        for (int d = 0; d < 16; ++d) {
+          double o = 0;
+          for (size_t j = 0; j < s.size(); ++j) o += s[j] / sum * f16_to_f32(v[j * kv_row + hk * 16 + d]);
+          // q is rounded to half for Q.K, so allow half-precision-level error
+          ASSERT_NEAR(out[t * q_row + h * 16 + d], o, 5e-3) << t << " " << h << " " << d;
+        }
+      }
+    }
+  }
+}
+
+TEST(Matmul, EqualsDequantizedFloatProduct) {
+  using formats::DType;
+  for (DType type : {DType::F32, DType::F16, DType::Q8_0, DType::Q4_1, DType::Q4_0}) {
+    const int64_t n_cols = 256, n_rows = 37, n_tokens = 5;
+    const auto wf = randn(n_cols * n_rows, 7, 0.1f);
+    const size_t rb = formats::row_bytes(type, n_cols);
+    std::vector<uint8_t> wq(rb * n_rows);
+    const auto& k = formats::kernels(type);
+    for (int64_t r = 0; r < n_rows; ++r) k.quantize_row(wf.data() + r * n_cols, wq.data() + r * rb, n_cols);
+    WeightView w{type, n_cols, n_rows, rb, wq.data()};
+    const auto x = randn(n_tokens * n_cols, 8);
+    std::vector<float> y(n_tokens * n_rows);
+    ThreadPool pool(2);
+    MatmulScratch scratch;
+    matmul(w, x.data(), n_tokens, n_cols, y.data(), n_rows, pool, scratch);
+    std::vector<float> row(n_cols);
+    for (int64_t r = 0; r < n_rows; ++r) {
+      dequantize_row(w, r, row.data());
+      for (int64_t t = 0; t < n_tokens; ++t) {
+        double ref = 0, mag = 0;
+        for (int64_t c = 0; c < n_cols; ++c) {
+          ref += double(row[c]) * x[t * n_cols + c];
+          mag += std::abs(double(row[c]) * x[t * n_cols + c]);
+        }
+        // Activations are rounded to the weight format's vec_dot type (8-bit blocks for the
+        // quantized formats: relative error about 1/127 of each block's range).
+        const double tol = type == DType::F32 ? 1e-5 * mag : 1e-2 * mag;
+        ASSERT_NEAR(y[t * n_rows + r], ref, tol) << formats::format_info(type).name;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace squeeze::ops

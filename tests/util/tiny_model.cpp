@@ -1,0 +1,144 @@
+#include "tiny_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+
+namespace squeeze::testing {
+
+std::string byte_to_token_text(uint8_t b) {
+  // Printable bytes stand for themselves; the others map to code points 256, 257, ...
+  auto printable = [](int c) { return (c >= 33 && c <= 126) || (c >= 161 && c <= 172) || c >= 174; };
+  int cp = b;
+  if (!printable(b)) {
+    int n = 0;
+    for (int c = 0; c < b; ++c) n += printable(c) ? 0 : 1;
+    cp = 256 + n;
+  }
+  std::string s;
+  if (cp < 0x80) {
+    s += static_cast<char>(cp);
+  } else {
+    s += static_cast<char>(0xC0 | (cp >> 6));
+    s += static_cast<char>(0x80 | (cp & 0x3F));
+  }
+  return s;
+}
+
+static const std::vector<std::string>& tiny_merges() {
+  static const std::vector<std::string> m = {"h e", "l l", "he ll", "Ġ t", "Ġt he", "o r"};
+  return m;
+}
+
+std::vector<std::string> tiny_vocab() {
+  std::vector<std::string> v;
+  for (int b = 0; b < 256; ++b) v.push_back(byte_to_token_text(static_cast<uint8_t>(b)));
+  for (const std::string& m : tiny_merges()) {
+    std::string merged = m;
+    merged.erase(std::remove(merged.begin(), merged.end(), ' '), merged.end());
+    v.push_back(merged);
+  }
+  v.push_back("<|endoftext|>");
+  v.push_back("<|im_start|>");
+  v.push_back("<|im_end|>");
+  return v;
+}
+
+namespace {
+
+std::vector<uint8_t> random_matrix(formats::DType type, int64_t n_cols, int64_t n_rows,
+                                   float scale, std::mt19937& rng) {
+  std::normal_distribution<float> dist(0.0f, scale);
+  std::vector<float> row(n_cols);
+  const size_t rb = formats::row_bytes(type, n_cols);
+  std::vector<uint8_t> out(rb * n_rows);
+  const auto& k = formats::kernels(type, Isa::Scalar);
+  for (int64_t r = 0; r < n_rows; ++r) {
+    for (float& x : row) x = dist(rng);
+    k.quantize_row(row.data(), out.data() + r * rb, n_cols);
+  }
+  return out;
+}
+
+std::vector<uint8_t> norm_vector(int64_t n, std::mt19937& rng) {
+  std::uniform_real_distribution<float> dist(0.8f, 1.2f);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(rng);
+  std::vector<uint8_t> out(n * sizeof(float));
+  std::memcpy(out.data(), v.data(), out.size());
+  return out;
+}
+
+}  // namespace
+
+gguf::Writer tiny_model_writer(const TinyModelSpec& s) {
+  gguf::Writer w;
+  auto skip_key = [&](const std::string& k) {
+    return std::find(s.skip_keys.begin(), s.skip_keys.end(), k) != s.skip_keys.end();
+  };
+  auto u32 = [&](const std::string& k, uint32_t v) { if (!skip_key(k)) w.add_uint32(k, v); };
+  if (!skip_key("general.architecture")) w.add_string("general.architecture", "llama");
+  w.add_string("general.name", "tiny-test-llama");
+  u32("llama.block_count", static_cast<uint32_t>(s.n_layer));
+  u32("llama.context_length", static_cast<uint32_t>(s.n_ctx_train));
+  u32("llama.embedding_length", static_cast<uint32_t>(s.n_embd));
+  u32("llama.feed_forward_length", static_cast<uint32_t>(s.n_ff));
+  u32("llama.attention.head_count", static_cast<uint32_t>(s.n_head));
+  u32("llama.attention.head_count_kv", static_cast<uint32_t>(s.n_head_kv));
+  if (!skip_key("llama.rope.freq_base")) w.add_float32("llama.rope.freq_base", 10000.0f);
+  if (!skip_key("llama.attention.layer_norm_rms_epsilon")) {
+    w.add_float32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
+  }
+  const std::vector<std::string> vocab = tiny_vocab();
+  const int64_t n_vocab = static_cast<int64_t>(vocab.size());
+  if (!skip_key("tokenizer.ggml.model")) w.add_string("tokenizer.ggml.model", "gpt2");
+  if (!skip_key("tokenizer.ggml.pre")) w.add_string("tokenizer.ggml.pre", "smollm");
+  if (!skip_key("tokenizer.ggml.tokens")) w.add_string_array("tokenizer.ggml.tokens", vocab);
+  std::vector<int32_t> types(vocab.size(), 1);
+  for (size_t i = vocab.size() - 3; i < vocab.size(); ++i) types[i] = 3;  // control
+  w.add_int32_array("tokenizer.ggml.token_type", types);
+  if (!skip_key("tokenizer.ggml.merges")) w.add_string_array("tokenizer.ggml.merges", tiny_merges());
+  w.add_uint32("tokenizer.ggml.bos_token_id", static_cast<uint32_t>(n_vocab - 3));
+  w.add_uint32("tokenizer.ggml.eos_token_id", static_cast<uint32_t>(n_vocab - 3));
+  w.add_bool("tokenizer.ggml.add_bos_token", false);
+  w.add_string("tokenizer.chat_template",
+               "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + "
+               "message['content'] + '<|im_end|>' + '\n'}}{% endfor %}{% if "
+               "add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}");
+  if (s.extra) s.extra(w);
+
+  std::mt19937 rng(static_cast<uint32_t>(s.seed));
+  const int64_t head_dim = s.n_embd / s.n_head;
+  auto tensor = [&](const std::string& name, formats::DType type, std::vector<int64_t> shape,
+                    std::vector<uint8_t> bytes) {
+    if (std::find(s.skip_tensors.begin(), s.skip_tensors.end(), name) != s.skip_tensors.end()) return;
+    w.add_tensor(name, type, std::move(shape), bytes);
+  };
+  auto matrix = [&](const std::string& name, int64_t n_in, int64_t n_out, float scale) {
+    tensor(name, s.matrix_type, {n_in, n_out}, random_matrix(s.matrix_type, n_in, n_out, scale, rng));
+  };
+  matrix("token_embd.weight", s.n_embd, n_vocab, 1.0f);
+  tensor("output_norm.weight", formats::DType::F32, {s.n_embd}, norm_vector(s.n_embd, rng));
+  if (!s.tied_output) matrix("output.weight", s.n_embd, n_vocab, 0.2f);
+  const float in_scale = 1.0f / std::sqrt(static_cast<float>(s.n_embd));
+  for (int64_t il = 0; il < s.n_layer; ++il) {
+    const std::string p = "blk." + std::to_string(il) + ".";
+    tensor(p + "attn_norm.weight", formats::DType::F32, {s.n_embd}, norm_vector(s.n_embd, rng));
+    matrix(p + "attn_q.weight", s.n_embd, s.n_head * head_dim, in_scale);
+    matrix(p + "attn_k.weight", s.n_embd, s.n_head_kv * head_dim, in_scale);
+    matrix(p + "attn_v.weight", s.n_embd, s.n_head_kv * head_dim, in_scale);
+    matrix(p + "attn_output.weight", s.n_head * head_dim, s.n_embd, in_scale);
+    tensor(p + "ffn_norm.weight", formats::DType::F32, {s.n_embd}, norm_vector(s.n_embd, rng));
+    matrix(p + "ffn_gate.weight", s.n_embd, s.n_ff, in_scale);
+    matrix(p + "ffn_up.weight", s.n_embd, s.n_ff, in_scale);
+    matrix(p + "ffn_down.weight", s.n_ff, s.n_embd, 1.0f / std::sqrt(static_cast<float>(s.n_ff)));
+  }
+  return w;
+}
+
+void write_tiny_model(const std::string& path, const TinyModelSpec& spec) {
+  tiny_model_writer(spec).write(path);
+}
+
+}  // namespace squeeze::testing

@@ -1,0 +1,42 @@
+// A tiny random llama-architecture GGUF model, written with gguf::Writer, for fast tests that
+// need a whole model (forward pass, CLI, bad-input variants) without the real one.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "formats/format.h"
+#include "gguf/gguf.h"
+
+namespace squeeze::testing {
+
+struct TinyModelSpec {
+  int64_t n_embd = 64;
+  int64_t n_head = 4;
+  int64_t n_head_kv = 2;
+  int64_t n_ff = 128;
+  int64_t n_layer = 2;
+  int64_t n_ctx_train = 128;
+  formats::DType matrix_type = formats::DType::Q8_0;
+  bool tied_output = true;
+  uint64_t seed = 1;
+  // Lets a test drop or change metadata keys and tensors before writing.
+  std::function<void(gguf::Writer&)> extra;
+  std::vector<std::string> skip_keys;     // metadata keys not written
+  std::vector<std::string> skip_tensors;  // tensors not written
+};
+
+// The GPT-2 byte-level alphabet: byte b -> the UTF-8 text of its stand-in code point.
+std::string byte_to_token_text(uint8_t b);
+
+// Token texts of the tiny vocabulary: 256 byte tokens, a few merges' results, then the
+// control tokens <|endoftext|> <|im_start|> <|im_end|>.
+std::vector<std::string> tiny_vocab();
+
+gguf::Writer tiny_model_writer(const TinyModelSpec& spec = {});
+// Writes the model to `path`.
+void write_tiny_model(const std::string& path, const TinyModelSpec& spec = {});
+
+}  // namespace squeeze::testing

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Remakes tests/data/*.json from llama.cpp: installs llama-cpp-python (pinned) into
+# tools/.venv (it compiles llama.cpp: about 15 minutes on 2 cores), fetches the default model,
+# and runs make_fixtures.py.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+venv="${SQUEEZE_REF_VENV:-$root/tools/.venv}"
+if [[ ! -x "$venv/bin/python" ]] || ! "$venv/bin/python" -c "import llama_cpp" 2>/dev/null; then
+  python3 -m venv "$venv"
+  CMAKE_ARGS="-DGGML_NATIVE=ON" CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" \
+    "$venv/bin/pip" install "llama-cpp-python==0.3.36" numpy
+fi
+"$root/scripts/fetch_model.sh"
+"$venv/bin/python" "$root/tools/make_fixtures.py" \
+  --model "$root/models/SmolLM2-135M-Instruct.Q4_1.gguf" --out "$root/tests/data" "$@"

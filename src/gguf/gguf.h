@@ -46,7 +46,7 @@ struct KeyValue {
 
 struct TensorInfo {
   std::string name;
-  formats::DType type;
+  formats::DType type;         // may be a format squeeze cannot run: check format_info(type).supported
   std::vector<int64_t> shape;  // ggml order, 1..4 dims
   int64_t n_elements = 0;
   uint64_t offset = 0;         // relative to the start of the data section
@@ -59,6 +59,15 @@ class File {
   // Maps and validates the whole file: magic, version (3; 2 also read), counts, every string and
   // array length, value types, tensor dims and element counts (overflow), tensor types, alignment,
   // and that each tensor's data lies inside the file. Throws FormatError with a clear message.
+  //
+  // Rules follow llama.cpp's gguf.cpp: arrays of arrays are rejected, and (stricter) so are
+  // bools other than 0/1; general.alignment may be (looser) any integer type holding a power of
+  // two <= 2^31; tensor names are at most 63 bytes and unique; 1..4 dims, each >= 0 (0 is
+  // allowed, as in ggml); unknown type ids are errors, but formats that squeeze knows and cannot
+  // run (FormatInfo::supported == false) are accepted here, so `inspect` can show them: the
+  // model loader rejects them. Each tensor's offset must be a multiple of the alignment (ggml
+  // also demands they be packed in order; we do not). Messages are one line:
+  // "<path>: <what is wrong>".
   static File open(const std::string& path);
 
   File(File&&) noexcept;
@@ -70,13 +79,15 @@ class File {
   uint64_t alignment() const;
   size_t file_size() const;
   const uint8_t* file_data() const;
+  uint64_t data_offset() const;  // start of the tensor data section in the file
 
   const std::vector<KeyValue>& metadata() const;
   const Value* find(std::string_view key) const;
 
   // Typed getters. The `require_*` forms throw FormatError naming the key when it is missing
   // or has an incompatible type; the `get_*` forms return nullopt when missing and throw on a
-  // wrong type. Integers of any width are accepted when the value fits.
+  // wrong type. Integers of any width are accepted when the value fits. The float getters also
+  // take integer values; get_float_array takes float32 and float64 arrays.
   int64_t require_int(std::string_view key) const;
   std::optional<int64_t> get_int(std::string_view key) const;
   double require_float(std::string_view key) const;
@@ -99,36 +110,67 @@ class File {
 
 // Builds a GGUF v3 file in memory order and writes it through a temporary file renamed at
 // the end (no partial output on failure).
+//
+// Metadata keys keep the order they were first added in; adding a key again replaces its value
+// in place. `general.alignment` is owned by the constructor's argument (written when it is not
+// the default 32) and cannot be set as a key. Misuse (bad shape, wrong byte count, duplicate
+// tensor name, bad alignment) throws squeeze::Error; so does an I/O failure in write().
 class Writer {
  public:
   explicit Writer(uint64_t alignment = 32);
+  ~Writer();
+  Writer(Writer&&) noexcept;
+  Writer& operator=(Writer&&) noexcept;
+
+  void add_uint8(std::string key, uint8_t v);
+  void add_int8(std::string key, int8_t v);
+  void add_uint16(std::string key, uint16_t v);
+  void add_int16(std::string key, int16_t v);
   void add_uint32(std::string key, uint32_t v);
   void add_int32(std::string key, int32_t v);
   void add_uint64(std::string key, uint64_t v);
+  void add_int64(std::string key, int64_t v);
   void add_float32(std::string key, float v);
+  void add_float64(std::string key, double v);
   void add_bool(std::string key, bool v);
   void add_string(std::string key, std::string v);
   void add_string_array(std::string key, std::vector<std::string> v);
   void add_int32_array(std::string key, std::vector<int32_t> v);
   void add_float32_array(std::string key, std::vector<float> v);
-  // Copies every key of `src` (e.g. when converting a model), except those in `skip`.
+  // A numeric (or bool) array of any element type: `packed` holds the little-endian elements.
+  void add_array(std::string key, ValueType element_type, std::span<const uint8_t> packed);
+  // Any value as read by File (scalars, strings, arrays of any element type).
+  void add_value(std::string key, const Value& v);
+  // Copies every key of `src` (e.g. when converting a model), except those in `skip` and
+  // `general.alignment`.
   void copy_metadata(const File& src, std::span<const std::string_view> skip = {});
   // Tensor data is copied into the writer; bytes must equal row_bytes * rows for type/shape.
   void add_tensor(std::string name, formats::DType type, std::vector<int64_t> shape,
                   std::span<const uint8_t> bytes);
+
+  uint64_t alignment() const { return alignment_; }
+  size_t n_kv() const;
+  size_t n_tensors() const { return tensors_.size(); }
+
   // Serialised file (for tests that craft or corrupt files).
   std::vector<uint8_t> to_bytes() const;
   void write(const std::string& path) const;
 
  private:
-  struct Entry;
-  struct Tensor;
+  struct Tensor {
+    std::string name;
+    formats::DType type;
+    std::vector<int64_t> shape;  // ggml order
+    std::vector<uint8_t> data;
+  };
+  // Calls out(bytes, n) with the whole file, in order.
+  template <typename Out>
+  void serialise(Out&& out) const;
+  void set_kv(std::string key, std::vector<uint8_t> encoded);  // encoded = type id + value
+
   uint64_t alignment_;
   std::vector<std::pair<std::string, std::vector<uint8_t>>> kv_;  // key, encoded type+value
   std::vector<Tensor> tensors_;
- public:
-  ~Writer();
-  Writer(Writer&&) noexcept;
 };
 
 }  // namespace squeeze::gguf

@@ -1,0 +1,15 @@
+// Subcommands of the `squeeze` binary, one file each. Each takes the arguments after `squeeze`:
+// argv[0] is the subcommand's name, argv[1..] its arguments. Each returns the process exit
+// status and reports errors as one `error: ...` line on stderr.
+#pragma once
+
+namespace squeeze::cli {
+
+// squeeze run: generate text from a prompt.
+int cmd_run(int argc, char** argv);
+// squeeze chat: interactive chat with the model's chat template.
+int cmd_chat(int argc, char** argv);
+// squeeze inspect FILE: GGUF version, alignment, metadata and the tensor table.
+int cmd_inspect(int argc, char** argv);
+
+}  // namespace squeeze::cli

@@ -49,7 +49,8 @@ int main(int argc, char** argv) {
   for (const Command& c : kCommands) {
     if (cmd == c.name) return c.fn(argc - 1, argv + 1);
   }
-  std::cerr << "error: unknown command '" << cmd << "'\n\n";
-  usage(std::cerr);
+  std::cerr << "error: unknown command '" << cmd << "' (commands:";
+  for (const Command& c : kCommands) std::cerr << " " << c.name;
+  std::cerr << "; see squeeze --help)\n";
   return 2;
 }

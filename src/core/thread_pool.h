@@ -1,7 +1,11 @@
-// A persistent pool of worker threads. The calling thread takes part as thread 0,
-// so a pool of n threads starts n-1 workers. No allocation per parallel region.
+// A persistent pool of worker threads with dynamic work claiming.
+//
+// A parallel region is split into chunks; the calling thread and the workers claim chunks from
+// one atomic counter until none is left. So a worker that the OS has not scheduled (a loaded
+// machine) delays nothing: the others take its share. No allocation per region.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -12,8 +16,8 @@ namespace squeeze {
 
 class ThreadPool {
  public:
-  // The work of one parallel region: called once per thread with (thread index, thread count).
-  using Task = std::function<void(int ith, int nth)>;
+  // Runs chunk `chunk` on thread `ith` (0 = the calling thread, < size()).
+  using ChunkFn = std::function<void(int64_t chunk, int ith)>;
 
   explicit ThreadPool(int n_threads);
   ~ThreadPool();
@@ -22,17 +26,20 @@ class ThreadPool {
 
   int size() const { return n_threads_; }
 
-  // Runs task on every thread and returns when all are done.
-  void run(const Task& task);
+  // Runs fn for every chunk in [0, n_chunks) and returns when all are done.
+  void run_chunks(int64_t n_chunks, const ChunkFn& fn);
 
-  // Splits [0, n) into contiguous ranges of whole multiples of `grain`, one per thread.
+  // Splits [0, n) into ranges of whole multiples of `grain` (a few per thread, for balance)
+  // and calls body(begin, end, ith) for each.
   template <typename F>
   void parallel_for(int64_t n, int64_t grain, F&& body) {
-    run([&](int ith, int nth) {
-      const int64_t chunks = (n + grain - 1) / grain;
-      const int64_t per = (chunks + nth - 1) / nth;
-      const int64_t begin = std::min<int64_t>(n, ith * per * grain);
-      const int64_t end = std::min<int64_t>(n, (ith + 1) * per * grain);
+    if (n <= 0) return;
+    const int64_t units = (n + grain - 1) / grain;
+    const int64_t n_chunks = std::min<int64_t>(units, n_threads_ == 1 ? 1 : 4 * n_threads_);
+    const int64_t per = (units + n_chunks - 1) / n_chunks;
+    run_chunks(n_chunks, [&](int64_t c, int ith) {
+      const int64_t begin = std::min(n, c * per * grain);
+      const int64_t end = std::min(n, (c + 1) * per * grain);
       if (begin < end) body(begin, end, ith);
     });
   }
@@ -41,14 +48,23 @@ class ThreadPool {
   static int default_threads();
 
  private:
+  // state_ packs the region: generation (16 bits) | chunk count (24) | next chunk (24).
+  static constexpr int kChunkBits = 24;
+  static constexpr uint64_t kChunkMask = (uint64_t{1} << kChunkBits) - 1;
+
   void worker_loop(int ith);
+  // Claims and runs chunks of the region described by a state word; returns when exhausted.
+  void work(int ith);
 
   int n_threads_;
   std::vector<std::thread> workers_;
-  const Task* task_ = nullptr;
-  std::atomic<uint32_t> generation_{0};
-  std::atomic<int> pending_{0};
+  const ChunkFn* fn_[2] = {nullptr, nullptr};  // task of even / odd generations
+  std::atomic<int64_t> done_[2];                // chunks completed, per parity
+  std::atomic<uint64_t> state_{0};
+  std::atomic<uint32_t> wake_{0};    // futex word workers sleep on
+  std::atomic<int> sleepers_{0};
   std::atomic<bool> stop_{false};
+  uint64_t generation_ = 0;          // written by the owner thread only
 };
 
 }  // namespace squeeze

@@ -21,6 +21,8 @@ class ChatTemplate {
   static ChatTemplate from_jinja(std::string_view jinja);
 
   std::string_view family() const { return family_; }
+  // The system message the template writes when messages[0] is not a system message ("" if none).
+  std::string_view default_system() const { return default_system_; }
   // Renders messages; with add_generation_prompt the assistant header is appended.
   std::string apply(const std::vector<ChatMessage>& messages, bool add_generation_prompt) const;
 

@@ -36,7 +36,9 @@ struct VocabData {
   std::string chat_template;          // tokenizer.chat_template, may be empty
 };
 
-VocabData read_vocab(const gguf::File& file);  // throws FormatError on missing/bad keys
+// Throws FormatError on missing/bad keys. Defaults follow llama.cpp: gpt2 vocabs without
+// BOS/EOS keys get id 11; llama3-style pre-tokenizers add BOS unless the file says otherwise.
+VocabData read_vocab(const gguf::File& file);
 
 class Tokenizer {
  public:
@@ -45,10 +47,13 @@ class Tokenizer {
   Tokenizer(Tokenizer&&) noexcept;
 
   // Text to ids. add_special adds BOS/EOS per the vocab flags; parse_special recognises
-  // control and user-defined token texts inside `text` (as llama.cpp's parse_special).
+  // control token texts inside `text` (as llama.cpp's parse_special). As in llama.cpp,
+  // user-defined token texts are recognised either way. Any bytes are accepted; invalid UTF-8
+  // is read as U+FFFD, like llama.cpp. Thread-safe (const).
   std::vector<Token> encode(std::string_view text, bool add_special, bool parse_special) const;
 
-  // One token's bytes (control tokens render as "" unless `render_special`).
+  // One token's bytes (control tokens render as "" unless `render_special`). Throws Error for
+  // an id outside the vocab.
   std::string token_to_piece(Token t, bool render_special = false) const;
   std::string decode(const std::vector<Token>& ids, bool render_special = false) const;
 
@@ -58,6 +63,8 @@ class Tokenizer {
   // True for tokens that end generation (EOS, EOT, and other end-of-generation control tokens
   // such as <|im_end|> when present).
   bool is_eog(Token t) const;
+  // The vocab as used: tokens llama.cpp treats as end of generation are typed Control, and
+  // eot is filled in from the token texts when the file named none.
   const VocabData& vocab() const;
 
  private:
@@ -69,12 +76,14 @@ class Tokenizer {
 // sequences are held until the next token completes them (or flush() at the end).
 class StreamDecoder {
  public:
-  explicit StreamDecoder(const Tokenizer& tok) : tok_(tok) {}
+  explicit StreamDecoder(const Tokenizer& tok, bool render_special = false)
+      : tok_(tok), render_special_(render_special) {}
   std::string push(Token t);
   std::string flush();
 
  private:
   const Tokenizer& tok_;
+  bool render_special_ = false;
   std::string pending_;
 };
 

@@ -138,7 +138,7 @@ TEST(Cli, BadFlagsAndFiles) {
   const std::string m = write_file("squeeze_cli_flags.gguf", tiny_bytes());
   expect_clean_error(squeeze_cmd("run -m " + m + " -p hi --temp abc"), "temp");
   expect_clean_error(squeeze_cmd("run -m " + m + " -p hi --top-p 2"), "top-p");
-  expect_clean_error(squeeze_cmd("run -m " + m + " --bogus"), "bogus");
+  expect_clean_error(squeeze_cmd("run -m " + m + " -p hi --bogus"), "bogus");
   expect_clean_error(squeeze_cmd("run -m /nonexistent/model.gguf -p hi"), "/nonexistent/model.gguf");
   expect_clean_error(squeeze_cmd("frobnicate"), "frobnicate");
   const Result r = squeeze_cmd("run --help");

@@ -11,19 +11,22 @@
 namespace squeeze {
 namespace {
 
-TEST(ThreadPool, EveryThreadRunsAndRangesCover) {
+TEST(ThreadPool, EveryChunkRunsOnceOnAValidThread) {
   for (int n : {1, 2, 3, 5}) {
     ThreadPool pool(n);
-    std::atomic<int> calls{0};
-    pool.run([&](int ith, int nth) {
-      EXPECT_EQ(nth, n);
-      EXPECT_LT(ith, n);
-      calls.fetch_add(1);
-    });
-    EXPECT_EQ(calls.load(), n);
+    for (int64_t chunks : {1, 2, 7, 100}) {
+      std::vector<std::atomic<int>> hits(chunks);
+      pool.run_chunks(chunks, [&](int64_t c, int ith) {
+        EXPECT_GE(ith, 0);
+        EXPECT_LT(ith, n);
+        hits[c].fetch_add(1);
+      });
+      for (auto& h : hits) ASSERT_EQ(h.load(), 1);
+    }
     for (int64_t total : {0, 1, 7, 100, 1001}) {
       std::vector<int> hits(total, 0);
       pool.parallel_for(total, 4, [&](int64_t b, int64_t e, int) {
+        EXPECT_EQ(b % 4, 0);
         for (int64_t i = b; i < e; ++i) hits[i]++;
       });
       for (int h : hits) ASSERT_EQ(h, 1);
@@ -32,14 +35,13 @@ TEST(ThreadPool, EveryThreadRunsAndRangesCover) {
 }
 
 TEST(ThreadPool, ManyRegionsBackToBack) {
+  // More regions than the 16-bit generation counter holds, to cover its wrap-around.
   ThreadPool pool(2);
-  int64_t sum = 0;
-  std::vector<int64_t> part(2);
-  for (int r = 0; r < 20000; ++r) {
-    pool.run([&](int ith, int) { part[ith] = ith + 1; });
-    sum += part[0] + part[1];
+  std::atomic<int64_t> sum{0};
+  for (int r = 0; r < 70000; ++r) {
+    pool.run_chunks(3, [&](int64_t c, int) { sum.fetch_add(c + 1); });
   }
-  EXPECT_EQ(sum, 20000 * 3);
+  EXPECT_EQ(sum.load(), int64_t{70000} * 6);
 }
 
 TEST(Fp16, RoundTripsAndSpecialValues) {

@@ -27,7 +27,28 @@ enum class DType : uint32_t {
   Q5_K = 13,
   Q6_K = 14,
   Q8_K = 15,
+  // Known to ggml but not supported by squeeze (FormatInfo::supported == false): listed so the
+  // GGUF reader can say "unsupported format iq2_xxs" instead of "unknown type id 16".
+  IQ2_XXS = 16,
+  IQ2_XS = 17,
+  IQ3_XXS = 18,
+  IQ1_S = 19,
+  IQ4_NL = 20,
+  IQ3_S = 21,
+  IQ2_S = 22,
+  IQ4_XS = 23,
+  I8 = 24,
+  I16 = 25,
+  I32 = 26,
+  I64 = 27,
+  F64 = 28,
+  IQ1_M = 29,
   BF16 = 30,
+  TQ1_0 = 34,
+  TQ2_0 = 35,
+  MXFP4 = 39,
+  NVFP4 = 40,
+  Q1_0 = 41,
 };
 
 // Static facts about a format: what a GGUF reader needs to size and validate tensors.
@@ -42,12 +63,15 @@ struct FormatInfo {
 
 // Info for a ggml type id, or nullptr for an id squeeze does not know (the GGUF reader
 // turns that into a clear error). Known-but-unsupported formats return supported = false.
+// Supported: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q6_K (weights) and the
+// activation-only formats Q8_1, Q8_K (quantize/dequantize, but no vec_dot of their own).
 const FormatInfo* format_info(uint32_t type_id);
 const FormatInfo& format_info(DType type);
-// Parses a ggml name ("q8_0"); nullptr if unknown.
+// Parses a ggml name ("q8_0", "q4_K"; case-insensitive); nullptr if unknown.
 const FormatInfo* format_by_name(std::string_view name);
 
-// Bytes of a row of n elements (n must be a multiple of the block size).
+// Bytes of a row of n elements. Throws FormatError if n is not a multiple of the block size
+// or the type id is unknown.
 size_t row_bytes(DType type, int64_t n);
 
 // The kernels of one format on one ISA. All take whole rows: n is a multiple of the block size.
@@ -57,12 +81,15 @@ struct Kernels {
   // Encodes n floats into this format (ggml's reference rounding for the activation formats
   // Q8_0 / Q8_1 / Q8_K, so dot products match llama.cpp's).
   void (*quantize_row)(const float* src, void* dst, int64_t n) = nullptr;
-  // Dot product of a row in this format with a row in info.vec_dot_type.
+  // Dot product of a row in this format with a row in info.vec_dot_type. Null for the
+  // activation-only formats Q8_1 and Q8_K.
   float (*vec_dot)(int64_t n, const void* w, const void* x) = nullptr;
 };
 
 // Kernels for `type` on `isa`. A format without a SIMD version of some function gets the
-// scalar one. Calling this for an unsupported format throws.
+// scalar one. Throws FormatError for an unsupported format, and UsageError for Isa::Avx2 on a
+// CPU without AVX2. (A build for a non-x86 target has no AVX2 kernels; there Avx2 gets the
+// scalar ones.)
 const Kernels& kernels(DType type, Isa isa);
 // Kernels on the ISA chosen at start-up (core/cpu.h).
 inline const Kernels& kernels(DType type) { return kernels(type, active_isa()); }

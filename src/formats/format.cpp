@@ -1,0 +1,173 @@
+// The traits table: one row per ggml type id squeeze knows, and the kernel tables per ISA.
+#include "formats/format.h"
+
+#include <array>
+#include <cctype>
+#include <string>
+
+#include "core/error.h"
+#include "formats/kernel_list.h"
+
+namespace squeeze::formats {
+namespace {
+
+constexpr uint32_t kMaxTypeId = 64;  // ids at or above this are unknown
+
+// Block size and bytes are ggml's (ggml-common.h); vec_dot_type is ggml's CPU pairing.
+constexpr FormatInfo kFormats[] = {
+    // {type, ggml name, elements per block, bytes per block, supported, vec_dot_type}
+    {DType::F32, "f32", 1, 4, true, DType::F32},
+    {DType::F16, "f16", 1, 2, true, DType::F16},
+    {DType::BF16, "bf16", 1, 2, true, DType::BF16},
+    {DType::Q4_0, "q4_0", 32, 18, true, DType::Q8_0},
+    {DType::Q4_1, "q4_1", 32, 20, true, DType::Q8_1},
+    {DType::Q5_0, "q5_0", 32, 22, true, DType::Q8_0},
+    {DType::Q5_1, "q5_1", 32, 24, true, DType::Q8_1},
+    {DType::Q8_0, "q8_0", 32, 34, true, DType::Q8_0},
+    {DType::Q8_1, "q8_1", 32, 36, true, DType::Q8_1},
+    {DType::Q4_K, "q4_K", 256, 144, true, DType::Q8_K},
+    {DType::Q6_K, "q6_K", 256, 210, true, DType::Q8_K},
+    {DType::Q8_K, "q8_K", 256, 292, true, DType::Q8_K},
+    // Known to ggml, not supported here.
+    {DType::Q2_K, "q2_K", 256, 84, false, DType::Q8_K},
+    {DType::Q3_K, "q3_K", 256, 110, false, DType::Q8_K},
+    {DType::Q5_K, "q5_K", 256, 176, false, DType::Q8_K},
+    {DType::IQ2_XXS, "iq2_xxs", 256, 66, false, DType::Q8_K},
+    {DType::IQ2_XS, "iq2_xs", 256, 74, false, DType::Q8_K},
+    {DType::IQ3_XXS, "iq3_xxs", 256, 98, false, DType::Q8_K},
+    {DType::IQ1_S, "iq1_s", 256, 50, false, DType::Q8_K},
+    {DType::IQ4_NL, "iq4_nl", 32, 18, false, DType::Q8_0},
+    {DType::IQ3_S, "iq3_s", 256, 110, false, DType::Q8_K},
+    {DType::IQ2_S, "iq2_s", 256, 82, false, DType::Q8_K},
+    {DType::IQ4_XS, "iq4_xs", 256, 136, false, DType::Q8_K},
+    {DType::I8, "i8", 1, 1, false, DType::I8},
+    {DType::I16, "i16", 1, 2, false, DType::I16},
+    {DType::I32, "i32", 1, 4, false, DType::I32},
+    {DType::I64, "i64", 1, 8, false, DType::I64},
+    {DType::F64, "f64", 1, 8, false, DType::F64},
+    {DType::IQ1_M, "iq1_m", 256, 56, false, DType::Q8_K},
+    {DType::TQ1_0, "tq1_0", 256, 54, false, DType::Q8_K},
+    {DType::TQ2_0, "tq2_0", 256, 66, false, DType::Q8_K},
+    {DType::MXFP4, "mxfp4", 32, 17, false, DType::Q8_0},
+    {DType::NVFP4, "nvfp4", 64, 36, false, DType::Q8_0},
+    {DType::Q1_0, "q1_0", 128, 18, false, DType::Q8_0},
+};
+
+using InfoIndex = std::array<const FormatInfo*, kMaxTypeId>;
+
+InfoIndex make_info_index() {
+  InfoIndex index{};
+  for (const FormatInfo& info : kFormats) index[static_cast<uint32_t>(info.type)] = &info;
+  return index;
+}
+
+const InfoIndex& info_index() {
+  static const InfoIndex index = make_info_index();
+  return index;
+}
+
+using KernelTable = std::array<Kernels, kMaxTypeId>;
+
+void set(KernelTable& t, DType type, Kernels k) { t[static_cast<uint32_t>(type)] = k; }
+
+KernelTable make_scalar_table() {
+  KernelTable t{};
+  using namespace scalar;
+  set(t, DType::F32, {dequantize_f32, quantize_f32, vec_dot_f32});
+  set(t, DType::F16, {dequantize_f16, quantize_f16, vec_dot_f16});
+  set(t, DType::BF16, {dequantize_bf16, quantize_bf16, vec_dot_bf16});
+  set(t, DType::Q4_0, {dequantize_q4_0, quantize_q4_0, vec_dot_q4_0});
+  set(t, DType::Q4_1, {dequantize_q4_1, quantize_q4_1, vec_dot_q4_1});
+  set(t, DType::Q5_0, {dequantize_q5_0, quantize_q5_0, vec_dot_q5_0});
+  set(t, DType::Q5_1, {dequantize_q5_1, quantize_q5_1, vec_dot_q5_1});
+  set(t, DType::Q8_0, {dequantize_q8_0, quantize_q8_0, vec_dot_q8_0});
+  set(t, DType::Q8_1, {dequantize_q8_1, quantize_q8_1, nullptr});
+  set(t, DType::Q4_K, {dequantize_q4_k, quantize_q4_k, vec_dot_q4_k});
+  set(t, DType::Q6_K, {dequantize_q6_k, quantize_q6_k, vec_dot_q6_k});
+  set(t, DType::Q8_K, {dequantize_q8_k, quantize_q8_k, nullptr});
+  return t;
+}
+
+// Starts from the scalar table and replaces what has an AVX2 version.
+KernelTable make_avx2_table() {
+  KernelTable t = make_scalar_table();
+#if SQUEEZE_HAVE_AVX2_KERNELS
+  auto at = [&](DType type) -> Kernels& { return t[static_cast<uint32_t>(type)]; };
+  using namespace avx2;
+  at(DType::F32).vec_dot = vec_dot_f32;
+  at(DType::F16) = {dequantize_f16, quantize_f16, vec_dot_f16};
+  at(DType::BF16) = {dequantize_bf16, quantize_bf16, vec_dot_bf16};
+  at(DType::Q4_0).dequantize_row = dequantize_q4_0;
+  at(DType::Q4_0).vec_dot = vec_dot_q4_0;
+  at(DType::Q4_1).dequantize_row = dequantize_q4_1;
+  at(DType::Q4_1).vec_dot = vec_dot_q4_1;
+  at(DType::Q5_0).dequantize_row = dequantize_q5_0;
+  at(DType::Q5_0).vec_dot = vec_dot_q5_0;
+  at(DType::Q5_1).dequantize_row = dequantize_q5_1;
+  at(DType::Q5_1).vec_dot = vec_dot_q5_1;
+  at(DType::Q8_0) = {dequantize_q8_0, quantize_q8_0, vec_dot_q8_0};
+  at(DType::Q8_1).dequantize_row = dequantize_q8_1;
+  at(DType::Q8_1).quantize_row = quantize_q8_1;
+  at(DType::Q4_K).dequantize_row = dequantize_q4_k;
+  at(DType::Q4_K).vec_dot = vec_dot_q4_k;
+  at(DType::Q6_K).dequantize_row = dequantize_q6_k;
+  at(DType::Q6_K).vec_dot = vec_dot_q6_k;
+  at(DType::Q8_K).dequantize_row = dequantize_q8_k;
+  at(DType::Q8_K).quantize_row = quantize_q8_k;
+#endif
+  return t;
+}
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+}  // namespace
+
+const FormatInfo* format_info(uint32_t type_id) {
+  if (type_id >= kMaxTypeId) return nullptr;
+  return info_index()[type_id];
+}
+
+const FormatInfo& format_info(DType type) {
+  const FormatInfo* info = format_info(static_cast<uint32_t>(type));
+  if (info == nullptr) {
+    throw FormatError("unknown tensor type id " + std::to_string(static_cast<uint32_t>(type)));
+  }
+  return *info;
+}
+
+const FormatInfo* format_by_name(std::string_view name) {
+  const std::string wanted = lower(name);
+  for (const FormatInfo& info : kFormats) {
+    if (lower(info.name) == wanted) return &info;
+  }
+  return nullptr;
+}
+
+size_t row_bytes(DType type, int64_t n) {
+  const FormatInfo& info = format_info(type);
+  if (n < 0 || n % info.block_size != 0) {
+    throw FormatError("a row of " + std::to_string(n) + " elements is not a whole number of " +
+                      std::string(info.name) + " blocks (" + std::to_string(info.block_size) +
+                      " elements each)");
+  }
+  return static_cast<size_t>(n / info.block_size) * info.block_bytes;
+}
+
+const Kernels& kernels(DType type, Isa isa) {
+  const FormatInfo& info = format_info(type);
+  if (!info.supported) throw FormatError("unsupported tensor format " + std::string(info.name));
+  static const bool has_avx2 = cpu_has_avx2();
+  if (isa == Isa::Avx2 && !has_avx2) {
+    throw UsageError("AVX2 kernels asked for on a CPU without AVX2");
+  }
+  static const KernelTable scalar_table = make_scalar_table();
+  static const KernelTable avx2_table = make_avx2_table();
+  const KernelTable& table = isa == Isa::Avx2 ? avx2_table : scalar_table;
+  return table[static_cast<uint32_t>(type)];
+}
+
+}  // namespace squeeze::formats

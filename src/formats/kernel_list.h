@@ -1,0 +1,85 @@
+// Internal: the kernel functions behind the traits table in format.cpp.
+//
+// scalar_*.cpp are compiled for the baseline ISA; avx2_*.cpp with SQUEEZE_AVX2_FLAGS and are
+// only reached through kernels(type, Isa::Avx2). Every kernel takes whole rows (n a multiple
+// of the block size) and follows the Kernels signatures of format.h.
+#pragma once
+
+#include <cstdint>
+
+namespace squeeze::formats {
+
+// Scalar reference: ggml's reference rounding and ggml's integer dot-product math.
+namespace scalar {
+void dequantize_f32(const void* src, float* dst, int64_t n);
+void quantize_f32(const float* src, void* dst, int64_t n);
+float vec_dot_f32(int64_t n, const void* w, const void* x);
+void dequantize_f16(const void* src, float* dst, int64_t n);
+void quantize_f16(const float* src, void* dst, int64_t n);
+float vec_dot_f16(int64_t n, const void* w, const void* x);
+void dequantize_bf16(const void* src, float* dst, int64_t n);
+void quantize_bf16(const float* src, void* dst, int64_t n);
+float vec_dot_bf16(int64_t n, const void* w, const void* x);
+void dequantize_q4_0(const void* src, float* dst, int64_t n);
+void quantize_q4_0(const float* src, void* dst, int64_t n);
+float vec_dot_q4_0(int64_t n, const void* w, const void* x);
+void dequantize_q4_1(const void* src, float* dst, int64_t n);
+void quantize_q4_1(const float* src, void* dst, int64_t n);
+float vec_dot_q4_1(int64_t n, const void* w, const void* x);
+void dequantize_q5_0(const void* src, float* dst, int64_t n);
+void quantize_q5_0(const float* src, void* dst, int64_t n);
+float vec_dot_q5_0(int64_t n, const void* w, const void* x);
+void dequantize_q5_1(const void* src, float* dst, int64_t n);
+void quantize_q5_1(const float* src, void* dst, int64_t n);
+float vec_dot_q5_1(int64_t n, const void* w, const void* x);
+void dequantize_q8_0(const void* src, float* dst, int64_t n);
+void quantize_q8_0(const float* src, void* dst, int64_t n);
+float vec_dot_q8_0(int64_t n, const void* w, const void* x);
+void dequantize_q4_k(const void* src, float* dst, int64_t n);
+void quantize_q4_k(const float* src, void* dst, int64_t n);
+float vec_dot_q4_k(int64_t n, const void* w, const void* x);
+void dequantize_q6_k(const void* src, float* dst, int64_t n);
+void quantize_q6_k(const float* src, void* dst, int64_t n);
+float vec_dot_q6_k(int64_t n, const void* w, const void* x);
+// Activation-only formats: no vec_dot.
+void dequantize_q8_1(const void* src, float* dst, int64_t n);
+void quantize_q8_1(const float* src, void* dst, int64_t n);
+void dequantize_q8_k(const void* src, float* dst, int64_t n);
+void quantize_q8_k(const float* src, void* dst, int64_t n);
+}  // namespace scalar
+
+// AVX2 + FMA + F16C. Quantizers exist only for the activation formats (bit-identical to the
+// scalar ones); weight quantization is offline and uses the scalar reference.
+namespace avx2 {
+void dequantize_f16(const void* src, float* dst, int64_t n);
+void quantize_f16(const float* src, void* dst, int64_t n);
+float vec_dot_f16(int64_t n, const void* w, const void* x);
+void dequantize_bf16(const void* src, float* dst, int64_t n);
+void quantize_bf16(const float* src, void* dst, int64_t n);
+float vec_dot_bf16(int64_t n, const void* w, const void* x);
+float vec_dot_f32(int64_t n, const void* w, const void* x);
+
+void dequantize_q4_0(const void* src, float* dst, int64_t n);
+void dequantize_q4_1(const void* src, float* dst, int64_t n);
+void dequantize_q5_0(const void* src, float* dst, int64_t n);
+void dequantize_q5_1(const void* src, float* dst, int64_t n);
+float vec_dot_q4_0(int64_t n, const void* w, const void* x);
+float vec_dot_q4_1(int64_t n, const void* w, const void* x);
+float vec_dot_q5_0(int64_t n, const void* w, const void* x);
+float vec_dot_q5_1(int64_t n, const void* w, const void* x);
+
+void dequantize_q8_0(const void* src, float* dst, int64_t n);
+void quantize_q8_0(const float* src, void* dst, int64_t n);
+float vec_dot_q8_0(int64_t n, const void* w, const void* x);
+void dequantize_q8_1(const void* src, float* dst, int64_t n);
+void quantize_q8_1(const float* src, void* dst, int64_t n);
+void dequantize_q8_k(const void* src, float* dst, int64_t n);
+void quantize_q8_k(const float* src, void* dst, int64_t n);
+
+void dequantize_q4_k(const void* src, float* dst, int64_t n);
+float vec_dot_q4_k(int64_t n, const void* w, const void* x);
+void dequantize_q6_k(const void* src, float* dst, int64_t n);
+float vec_dot_q6_k(int64_t n, const void* w, const void* x);
+}  // namespace avx2
+
+}  // namespace squeeze::formats

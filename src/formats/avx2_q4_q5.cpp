@@ -75,57 +75,32 @@ void dequantize_q5_1(const void* src, float* dst, int64_t n) {
   }
 }
 
-// Q4_0 x Q8_0: sum_blocks d_w*d_x * sum(q_w * q_x); two blocks per iteration.
+// Q4_0 x Q8_0: sum_blocks d_w*d_x * sum(q_w * q_x), one accumulator in llama.cpp's order
+// (see lanes.h for why the order matters).
 float vec_dot_q4_0(int64_t n, const void* w, const void* x) {
   const BlockQ4_0* a = static_cast<const BlockQ4_0*>(w);
   const BlockQ8_0* b = static_cast<const BlockQ8_0*>(x);
-  const int64_t nb = n / kBlock32;
-  __m256 acc0 = _mm256_setzero_ps();
-  __m256 acc1 = _mm256_setzero_ps();
-  int64_t i = 0;
-  for (; i + 2 <= nb; i += 2) {
-    const __m256 d0 = _mm256_set1_ps(half_to_float(a[i].d) * half_to_float(b[i].d));
-    const __m256 d1 = _mm256_set1_ps(half_to_float(a[i + 1].d) * half_to_float(b[i + 1].d));
-    const __m256i p0 = dot_i8_i8(q4_0_codes(a[i]), load32(b[i].qs));
-    const __m256i p1 = dot_i8_i8(q4_0_codes(a[i + 1]), load32(b[i + 1].qs));
-    acc0 = _mm256_fmadd_ps(d0, _mm256_cvtepi32_ps(p0), acc0);
-    acc1 = _mm256_fmadd_ps(d1, _mm256_cvtepi32_ps(p1), acc1);
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t i = 0; i < n / kBlock32; ++i) {
+    const __m256 d = _mm256_set1_ps(half_to_float(a[i].d) * half_to_float(b[i].d));
+    acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(dot_i8_i8(q4_0_codes(a[i]), load32(b[i].qs))), acc);
   }
-  for (; i < nb; ++i) {
-    const __m256 d0 = _mm256_set1_ps(half_to_float(a[i].d) * half_to_float(b[i].d));
-    acc0 =
-        _mm256_fmadd_ps(d0, _mm256_cvtepi32_ps(dot_i8_i8(q4_0_codes(a[i]), load32(b[i].qs))), acc0);
-  }
-  return hsum(_mm256_add_ps(acc0, acc1));
+  return hsum(acc);
 }
 
-// Q4_1 x Q8_1: sum_blocks d_w*d_x * sum(q_w * q_x) + m_w * s_x; two blocks per iteration.
+// Q4_1 x Q8_1: sum_blocks d_w*d_x * sum(q_w * q_x) + m_w * s_x, in llama.cpp's order: the
+// first term in one accumulator, the second summed block by block, added at the end.
 float vec_dot_q4_1(int64_t n, const void* w, const void* x) {
   const BlockQ4_1* a = static_cast<const BlockQ4_1*>(w);
   const BlockQ8_1* b = static_cast<const BlockQ8_1*>(x);
-  const int64_t nb = n / kBlock32;
-  __m256 acc0 = _mm256_setzero_ps();
-  __m256 acc1 = _mm256_setzero_ps();
-  float mins0 = 0.0f;
-  float mins1 = 0.0f;
-  int64_t i = 0;
-  for (; i + 2 <= nb; i += 2) {
-    const __m256 d0 = _mm256_set1_ps(half_to_float(a[i].d) * half_to_float(b[i].d));
-    const __m256 d1 = _mm256_set1_ps(half_to_float(a[i + 1].d) * half_to_float(b[i + 1].d));
-    mins0 += half_to_float(a[i].m) * half_to_float(b[i].s);
-    mins1 += half_to_float(a[i + 1].m) * half_to_float(b[i + 1].s);
-    const __m256i p0 = dot_u8_i8(q4_1_codes(a[i]), load32(b[i].qs));
-    const __m256i p1 = dot_u8_i8(q4_1_codes(a[i + 1]), load32(b[i + 1].qs));
-    acc0 = _mm256_fmadd_ps(d0, _mm256_cvtepi32_ps(p0), acc0);
-    acc1 = _mm256_fmadd_ps(d1, _mm256_cvtepi32_ps(p1), acc1);
+  __m256 acc = _mm256_setzero_ps();
+  float mins = 0.0f;
+  for (int64_t i = 0; i < n / kBlock32; ++i) {
+    mins += half_to_float(a[i].m) * half_to_float(b[i].s);
+    const __m256 d = _mm256_set1_ps(half_to_float(a[i].d) * half_to_float(b[i].d));
+    acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(dot_u8_i8(q4_1_codes(a[i]), load32(b[i].qs))), acc);
   }
-  for (; i < nb; ++i) {
-    const __m256 d0 = _mm256_set1_ps(half_to_float(a[i].d) * half_to_float(b[i].d));
-    mins0 += half_to_float(a[i].m) * half_to_float(b[i].s);
-    acc0 =
-        _mm256_fmadd_ps(d0, _mm256_cvtepi32_ps(dot_u8_i8(q4_1_codes(a[i]), load32(b[i].qs))), acc0);
-  }
-  return hsum(_mm256_add_ps(acc0, acc1)) + (mins0 + mins1);
+  return hsum(acc) + mins;
 }
 
 float vec_dot_q5_0(int64_t n, const void* w, const void* x) {

@@ -9,8 +9,8 @@ namespace {
 
 inline uint16_t float_to_half(float f) { return _cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT); }
 
-// Quantizes one block of 32 with d = amax / 127 and round-half-away, as ggml's
-// quantize_row_q8_0_ref. Returns d; *sum gets the sum of the codes.
+// Quantizes one block of 32 as llama.cpp's x86 quantize_row_q8_0/q8_1: d = amax / 127,
+// q = round-half-even(x * (127 / amax)). Returns d; *sum gets the sum of the codes.
 inline float quantize_block32(const float* x, int8_t* qs, int32_t* sum) {
   const __m256 v0 = _mm256_loadu_ps(x);
   const __m256 v1 = _mm256_loadu_ps(x + 8);
@@ -18,16 +18,17 @@ inline float quantize_block32(const float* x, int8_t* qs, int32_t* sum) {
   const __m256 v3 = _mm256_loadu_ps(x + 24);
   const __m256 m =
       _mm256_max_ps(_mm256_max_ps(abs_ps(v0), abs_ps(v1)), _mm256_max_ps(abs_ps(v2), abs_ps(v3)));
-  const float d = hmax(m) / 127;
-  const float id = d != 0.0f ? 1.0f / d : 0.0f;
+  const float amax = hmax(m);
+  const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
   const __m256 mul = _mm256_set1_ps(id);
-  const __m256i q0 = round_away(_mm256_mul_ps(v0, mul));
-  const __m256i q1 = round_away(_mm256_mul_ps(v1, mul));
-  const __m256i q2 = round_away(_mm256_mul_ps(v2, mul));
-  const __m256i q3 = round_away(_mm256_mul_ps(v3, mul));
+  constexpr int kNearest = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+  const __m256i q0 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v0, mul), kNearest));
+  const __m256i q1 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v1, mul), kNearest));
+  const __m256i q2 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v2, mul), kNearest));
+  const __m256i q3 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v3, mul), kNearest));
   store_i8x32(qs, q0, q1, q2, q3);
   *sum = hsum(_mm256_add_epi32(_mm256_add_epi32(q0, q1), _mm256_add_epi32(q2, q3)));
-  return d;
+  return amax / 127.0f;
 }
 
 // dst[0..32) = d * qs[0..32).
@@ -55,31 +56,18 @@ void dequantize_q8_0(const void* src, float* dst, int64_t n) {
   }
 }
 
-// Two blocks per iteration into two accumulators, to overlap the FMA latency.
+// One accumulator, block by block: llama.cpp's order (see lanes.h for why it matters).
 float vec_dot_q8_0(int64_t n, const void* w, const void* x) {
   const BlockQ8_0* a = static_cast<const BlockQ8_0*>(w);
   const BlockQ8_0* b = static_cast<const BlockQ8_0*>(x);
-  const int64_t nb = n / kBlock32;
-  __m256 acc0 = _mm256_setzero_ps();
-  __m256 acc1 = _mm256_setzero_ps();
-  int64_t i = 0;
-  for (; i + 2 <= nb; i += 2) {
-    const __m256 d0 = _mm256_set1_ps(half_to_float(a[i].d) * half_to_float(b[i].d));
-    const __m256 d1 = _mm256_set1_ps(half_to_float(a[i + 1].d) * half_to_float(b[i + 1].d));
-    const __m256i p0 = dot_i8_i8(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[i].qs)),
-                                 _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b[i].qs)));
-    const __m256i p1 = dot_i8_i8(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[i + 1].qs)),
-                                 _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b[i + 1].qs)));
-    acc0 = _mm256_fmadd_ps(d0, _mm256_cvtepi32_ps(p0), acc0);
-    acc1 = _mm256_fmadd_ps(d1, _mm256_cvtepi32_ps(p1), acc1);
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t i = 0; i < n / kBlock32; ++i) {
+    const __m256 d = _mm256_set1_ps(half_to_float(a[i].d) * half_to_float(b[i].d));
+    const __m256i p = dot_i8_i8(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[i].qs)),
+                                _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b[i].qs)));
+    acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc);
   }
-  for (; i < nb; ++i) {
-    const __m256 d0 = _mm256_set1_ps(half_to_float(a[i].d) * half_to_float(b[i].d));
-    const __m256i p0 = dot_i8_i8(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[i].qs)),
-                                 _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b[i].qs)));
-    acc0 = _mm256_fmadd_ps(d0, _mm256_cvtepi32_ps(p0), acc0);
-  }
-  return hsum(_mm256_add_ps(acc0, acc1));
+  return hsum(acc);
 }
 
 void quantize_q8_1(const float* src, void* dst, int64_t n) {
@@ -88,7 +76,7 @@ void quantize_q8_1(const float* src, void* dst, int64_t n) {
     int32_t sum;
     const float d = quantize_block32(src + i * kBlock32, y[i].qs, &sum);
     y[i].d = float_to_half(d);
-    y[i].s = float_to_half(static_cast<float>(sum) * d);
+    y[i].s = float_to_half(d * static_cast<float>(sum));
   }
 }
 

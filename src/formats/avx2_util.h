@@ -81,19 +81,6 @@ static inline __m256 i8_chunk_to_ps(__m256i v, int c) {
   return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(part));
 }
 
-// Rounds 8 floats already scaled into [-127.5, 127.5] to int32, half away from zero (C's
-// roundf, as ggml's reference uses): trunc, then step away from zero when |frac| >= 0.5.
-// x - trunc(x) is exact in float, so this matches roundf bit for bit.
-static inline __m256i round_away(__m256 v) {
-  const __m256 t = _mm256_round_ps(v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
-  const __m256 frac = abs_ps(_mm256_sub_ps(v, t));
-  const __m256 sign_one =
-      _mm256_or_ps(_mm256_and_ps(v, _mm256_set1_ps(-0.0f)), _mm256_set1_ps(1.0f));
-  const __m256 step =
-      _mm256_and_ps(_mm256_cmp_ps(frac, _mm256_set1_ps(0.5f), _CMP_GE_OQ), sign_one);
-  return _mm256_cvtps_epi32(_mm256_add_ps(t, step));
-}
-
 // Packs 4 x 8 int32 (each in [-128, 127]) into 32 int8 in order and stores them.
 static inline void store_i8x32(int8_t* dst, __m256i a, __m256i b, __m256i c, __m256i d) {
   const __m256i ab = _mm256_packs_epi32(a, b);      // a0-3 b0-3 | a4-7 b4-7

@@ -9,6 +9,7 @@
 
 #include "formats/blocks.h"
 #include "formats/kernel_list.h"
+#include "formats/lanes.h"
 
 namespace squeeze::formats::scalar {
 namespace {
@@ -91,19 +92,21 @@ void dequantize_q4_0(const void* src, float* dst, int64_t n) {
   }
 }
 
+// Q4_0 x Q8_0 in llama.cpp's AVX2 order (lanes.h). Unpacked element order: the low nibbles
+// of the 16 bytes are elements 0..15, the high nibbles 16..31.
 float vec_dot_q4_0(int64_t n, const void* w, const void* x) {
   const BlockQ4_0* a = static_cast<const BlockQ4_0*>(w);
   const BlockQ8_0* b = static_cast<const BlockQ8_0*>(x);
-  float sum = 0.0f;
+  LaneAccumulator acc;
+  int32_t prod[kBlock32];
   for (int64_t i = 0; i < n / kBlock32; ++i) {
-    int32_t sumi = 0;
     for (int j = 0; j < kHalf; ++j) {
-      sumi += ((a[i].qs[j] & 0x0F) - 8) * b[i].qs[j];
-      sumi += ((a[i].qs[j] >> 4) - 8) * b[i].qs[j + kHalf];
+      prod[j] = ((a[i].qs[j] & 0x0F) - 8) * b[i].qs[j];
+      prod[j + kHalf] = ((a[i].qs[j] >> 4) - 8) * b[i].qs[j + kHalf];
     }
-    sum += static_cast<float>(sumi) * f16_to_f32(a[i].d) * f16_to_f32(b[i].d);
+    acc.add_block(f16_to_f32(a[i].d) * f16_to_f32(b[i].d), prod);
   }
-  return sum;
+  return acc.sum();
 }
 
 // Q4_1: d = (max - min) / 15, m = min; q = min(15, trunc((x - min) / d + 0.5)).
@@ -140,20 +143,23 @@ void dequantize_q4_1(const void* src, float* dst, int64_t n) {
 }
 
 // Q4_1 x Q8_1: d_w*d_x * sum(q_w*q_x) + m_w * s_x, where s_x = d_x * sum(q_x).
+// Q4_1 x Q8_1: sum_blocks d_w*d_x * sum(q_w*q_x) + m_w*s_x, in llama.cpp's AVX2 order: the
+// first term in lanes (lanes.h), the second summed block by block, the two added at the end.
 float vec_dot_q4_1(int64_t n, const void* w, const void* x) {
   const BlockQ4_1* a = static_cast<const BlockQ4_1*>(w);
   const BlockQ8_1* b = static_cast<const BlockQ8_1*>(x);
-  float sum = 0.0f;
+  LaneAccumulator acc;
+  float mins = 0.0f;
+  int32_t prod[kBlock32];
   for (int64_t i = 0; i < n / kBlock32; ++i) {
-    int32_t sumi = 0;
+    mins += f16_to_f32(a[i].m) * f16_to_f32(b[i].s);
     for (int j = 0; j < kHalf; ++j) {
-      sumi += (a[i].qs[j] & 0x0F) * b[i].qs[j];
-      sumi += (a[i].qs[j] >> 4) * b[i].qs[j + kHalf];
+      prod[j] = (a[i].qs[j] & 0x0F) * b[i].qs[j];
+      prod[j + kHalf] = (a[i].qs[j] >> 4) * b[i].qs[j + kHalf];
     }
-    sum += (f16_to_f32(a[i].d) * f16_to_f32(b[i].d)) * static_cast<float>(sumi) +
-           f16_to_f32(a[i].m) * f16_to_f32(b[i].s);
+    acc.add_block(f16_to_f32(a[i].d) * f16_to_f32(b[i].d), prod);
   }
-  return sum;
+  return acc.sum() + mins;
 }
 
 // Q5_0: d = max / -16; q = min(31, trunc(x / d + 16.5)).

@@ -1,11 +1,13 @@
 // Scalar reference kernels of the 8-bit formats: Q8_0 (weights and activations), and the
-// activation-only Q8_1 and Q8_K. The quantizers round exactly as ggml's
-// quantize_row_q8_0_ref / q8_1_ref / q8_K_ref, so activations match llama.cpp's bit for bit.
+// activation-only Q8_1 and Q8_K. Q8_0 and Q8_1 quantize as llama.cpp does at run time on x86
+// (its AVX2 quantize_row_q8_0/q8_1: scale 127/amax, round half to even), Q8_K as
+// quantize_row_q8_K_ref, so activations match llama.cpp's bit for bit.
 #include <cmath>
 #include <cstring>
 
 #include "formats/blocks.h"
 #include "formats/kernel_list.h"
+#include "formats/lanes.h"
 #include "formats/rounding.h"
 
 namespace squeeze::formats::scalar {
@@ -23,15 +25,15 @@ float abs_max(const float* x, int n) {
 
 }  // namespace
 
-// Q8_0: d = amax / 127, q = round-half-away(x / d).
+// Q8_0: d = amax / 127, q = round-half-even(x * 127 / amax).
 void quantize_q8_0(const float* src, void* dst, int64_t n) {
   BlockQ8_0* y = static_cast<BlockQ8_0*>(dst);
   for (int64_t i = 0; i < n / kBlock32; ++i) {
     const float* x = src + i * kBlock32;
-    const float d = abs_max(x, kBlock32) / 127;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    y[i].d = f32_to_f16(d);
-    for (int j = 0; j < kBlock32; ++j) y[i].qs[j] = static_cast<int8_t>(std::round(x[j] * id));
+    const float amax = abs_max(x, kBlock32);
+    const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+    y[i].d = f32_to_f16(amax / 127.0f);
+    for (int j = 0; j < kBlock32; ++j) y[i].qs[j] = static_cast<int8_t>(nearest_int(x[j] * id));
   }
 }
 
@@ -43,17 +45,17 @@ void dequantize_q8_0(const void* src, float* dst, int64_t n) {
   }
 }
 
-// Q8_0 x Q8_0: per block an exact int32 sum, scaled by d_w * d_x.
+// Q8_0 x Q8_0: per block exact int products, folded in llama.cpp's AVX2 order (lanes.h).
 float vec_dot_q8_0(int64_t n, const void* w, const void* x) {
   const BlockQ8_0* a = static_cast<const BlockQ8_0*>(w);
   const BlockQ8_0* b = static_cast<const BlockQ8_0*>(x);
-  float sum = 0.0f;
+  LaneAccumulator acc;
+  int32_t prod[kBlock32];
   for (int64_t i = 0; i < n / kBlock32; ++i) {
-    int32_t sumi = 0;
-    for (int j = 0; j < kBlock32; ++j) sumi += a[i].qs[j] * b[i].qs[j];
-    sum += static_cast<float>(sumi) * (f16_to_f32(a[i].d) * f16_to_f32(b[i].d));
+    for (int j = 0; j < kBlock32; ++j) prod[j] = a[i].qs[j] * b[i].qs[j];
+    acc.add_block(f16_to_f32(a[i].d) * f16_to_f32(b[i].d), prod);
   }
-  return sum;
+  return acc.sum();
 }
 
 // Q8_1: as Q8_0, plus s = half(d * sum(q)) with the unrounded float d.
@@ -61,15 +63,16 @@ void quantize_q8_1(const float* src, void* dst, int64_t n) {
   BlockQ8_1* y = static_cast<BlockQ8_1*>(dst);
   for (int64_t i = 0; i < n / kBlock32; ++i) {
     const float* x = src + i * kBlock32;
-    const float d = abs_max(x, kBlock32) / 127;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    const float amax = abs_max(x, kBlock32);
+    const float d = amax / 127.0f;
+    const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
     y[i].d = f32_to_f16(d);
     int sum = 0;
     for (int j = 0; j < kBlock32; ++j) {
-      y[i].qs[j] = static_cast<int8_t>(std::round(x[j] * id));
+      y[i].qs[j] = static_cast<int8_t>(nearest_int(x[j] * id));
       sum += y[i].qs[j];
     }
-    y[i].s = f32_to_f16(static_cast<float>(sum) * d);
+    y[i].s = f32_to_f16(d * static_cast<float>(sum));
   }
 }
 

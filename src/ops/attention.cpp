@@ -4,6 +4,8 @@
 #include <cmath>
 
 #include "formats/format.h"
+#include "ops/ggml_math.h"
+#include "ops/pv.h"
 
 namespace squeeze::ops {
 
@@ -20,10 +22,7 @@ void softmax(float* x, int64_t n) {
 }
 
 void swiglu(const float* gate, const float* up, int64_t n, float* out) {
-  for (int64_t i = 0; i < n; ++i) {
-    const float g = gate[i];
-    out[i] = g / (1.0f + std::exp(-g)) * up[i];
-  }
+  attention_kernels(active_isa()).swiglu(gate, up, n, out);
 }
 
 void attention(const AttentionShape& shape, const float* q, int64_t n_tokens, int64_t pos0,
@@ -34,15 +33,18 @@ void attention(const AttentionShape& shape, const float* q, int64_t n_tokens, in
   const int64_t kv_stride = static_cast<int64_t>(shape.n_head_kv) * hd;
   const int group = shape.n_head / shape.n_head_kv;
   const int64_t n_ctx_used = pos0 + n_tokens;
-  // Per thread: scores [n_ctx_used], q in half [hd], a dequantized V row [hd].
-  const int64_t per_thread = n_ctx_used + 2 * hd;
+  // Per thread: scores [n_ctx_used], q in half [hd], the 32 partial sums of P.V [32, hd].
+  const int64_t per_thread = n_ctx_used + hd + 32 * hd;
   scratch.per_thread.resize(static_cast<size_t>(per_thread) * pool.size());
 
   const auto& f16k = formats::kernels(formats::DType::F16);
+  const AttentionKernels ak = attention_kernels(active_isa());
+  // llama.cpp sums a batch in tinyBLAS's order and a single token in ggml_vec_dot_f16's.
+  const SumOrder order = n_tokens > 1 ? SumOrder::TinyBlas : SumOrder::VecDotF16;
   pool.parallel_for(n_tokens * shape.n_head, 1, [&](int64_t i0, int64_t i1, int ith) {
     float* scores = scratch.per_thread.data() + ith * per_thread;
     auto* q16 = reinterpret_cast<f16_t*>(scores + n_ctx_used);
-    float* vrow = scores + n_ctx_used + hd;
+    float* partial = scores + n_ctx_used + hd;
     for (int64_t i = i0; i < i1; ++i) {
       const int64_t t = i / shape.n_head;
       const int h = static_cast<int>(i % shape.n_head);
@@ -50,16 +52,12 @@ void attention(const AttentionShape& shape, const float* q, int64_t n_tokens, in
       const int64_t n_kv = pos0 + t + 1;  // causal: positions 0..pos0+t
       f16k.quantize_row(q + t * q_stride + h * hd, q16, hd);
       for (int64_t j = 0; j < n_kv; ++j) {
-        scores[j] = shape.scale * f16k.vec_dot(hd, k + j * kv_stride + hk * hd, q16);
+        scores[j] = shape.scale * ak.dot_f16(k + j * kv_stride + hk * hd, q16, hd, order);
       }
-      softmax(scores, n_kv);
-      float* o = out + t * q_stride + h * hd;
-      std::fill(o, o + hd, 0.0f);
-      for (int64_t j = 0; j < n_kv; ++j) {
-        f16k.dequantize_row(v + j * kv_stride + hk * hd, vrow, hd);
-        const float p = scores[j];
-        for (int d = 0; d < hd; ++d) o[d] += p * vrow[d];
-      }
+      ak.softmax(scores, n_kv);
+      // llama.cpp multiplies V by the probabilities rounded to half floats.
+      for (int64_t j = 0; j < n_kv; ++j) scores[j] = f16_to_f32(f32_to_f16(scores[j]));
+      ak.pv(scores, v + hk * hd, kv_stride, n_kv, hd, order, partial, out + t * q_stride + h * hd);
     }
   });
 }

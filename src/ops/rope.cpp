@@ -23,8 +23,10 @@ void Rope::apply(float* x, int n_heads, int head_dim, int64_t pos) const {
       const int b = layout_ == RopeLayout::Norm ? 2 * i + 1 : i + half;
       const float x0 = v[a];
       const float x1 = v[b];
-      v[a] = x0 * c - x1 * s;
-      v[b] = x0 * s + x1 * c;
+      // llama.cpp's build contracts these into fused multiply-adds (x0*c and x0*s unrounded,
+      // found by matching its rotated q bit for bit); the same keeps q and k identical to its.
+      v[a] = std::fma(x0, c, -(x1 * s));
+      v[b] = std::fma(x0, s, x1 * c);
     }
   }
 }

@@ -143,8 +143,9 @@ TEST_P(Layout, Q8_KDecodesWithAFloatScale) {
   EXPECT_EQ(decode(DType::Q8_K, b, 256)[255], -0.75f);
 }
 
-// amax = 127 makes d = 1 exactly, so the codes are the rounded inputs themselves.
-TEST_P(Layout, Q8_0RoundsHalfAwayFromZero) {
+// amax = 127 makes d = 1 exactly, so the codes are the rounded inputs themselves. Ties go to
+// even, as llama.cpp's x86 activation quantizer (_mm256_round_ps, nearest) does.
+TEST_P(Layout, Q8_0RoundsHalfToEven) {
   std::vector<float> x(32, 0.0f);
   x[0] = 127.0f;
   x[1] = 2.5f;
@@ -155,18 +156,18 @@ TEST_P(Layout, Q8_0RoundsHalfAwayFromZero) {
   x[6] = -126.6f;
   const auto b = encode<BlockQ8_0>(DType::Q8_0, x);
   EXPECT_EQ(b.d, kHalfOne);
-  const int8_t want[] = {127, 3, -3, 1, -1, 1, -127, 0};
+  const int8_t want[] = {127, 2, -2, 0, 0, 1, -127, 0};
   for (int j = 0; j < 8; ++j) EXPECT_EQ(b.qs[j], want[j]) << j;
 }
 
 TEST_P(Layout, Q8_1StoresTheScaledSum) {
   std::vector<float> x(32, 0.0f);
   x[0] = -127.0f;
-  x[1] = 2.5f;   // 3
+  x[1] = 2.5f;   // 2 (tie to even)
   x[2] = 10.0f;  // 10
   const auto b = encode<BlockQ8_1>(DType::Q8_1, x);
   EXPECT_EQ(b.d, kHalfOne);
-  EXPECT_EQ(f16_to_f32(b.s), -114.0f);  // 1 * (-127 + 3 + 10)
+  EXPECT_EQ(f16_to_f32(b.s), -115.0f);  // 1 * (-127 + 2 + 10)
 }
 
 // s is rounded from the float d, not from the half d: amax = 100 gives d = 0.787402 (half:

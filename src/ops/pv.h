@@ -1,0 +1,80 @@
+// Internal: the two sums of attention, in the orders llama.cpp's CPU back end uses.
+//
+// llama.cpp (flash attention off) computes Q.K and P.V as matrix products of half floats. For
+// one token (decode) each output is a ggml_vec_dot_f16: 32 partial sums (element i goes to
+// partial i % 32, fused multiply-add) folded by pairs and two horizontal adds. For a batch
+// (prefill) each output comes from tinyBLAS: 8 partial sums (i % 8) folded as a movehl
+// reduction. The next layer re-rounds activations to 8 bits, so the order decides whether the
+// logits equal llama.cpp's to the bit or only to ~1% (see formats/lanes.h).
+#pragma once
+
+#include <cstdint>
+
+#include "core/cpu.h"
+#include "core/fp16.h"
+
+namespace squeeze::ops {
+
+enum class SumOrder {
+  VecDotF16,  // 32 partials (ggml_vec_dot_f16), llama.cpp's order for one token
+  TinyBlas,   // 8 partials (llamafile tinyBLAS), llama.cpp's order for a batch of tokens
+};
+
+inline int n_partials(SumOrder o) { return o == SumOrder::VecDotF16 ? 32 : 8; }
+
+// Folds one output's partial sums (partial[k * stride], k < n_partials(order)).
+inline float fold_partials(const float* partial, int64_t stride, SumOrder order) {
+  auto at = [&](int k) { return partial[k * stride]; };
+  if (order == SumOrder::TinyBlas) {
+    const float t0 = at(0) + at(4), t1 = at(1) + at(5), t2 = at(2) + at(6), t3 = at(3) + at(7);
+    return (t0 + t2) + (t1 + t3);
+  }
+  float a[8];
+  for (int l = 0; l < 8; ++l) a[l] = (at(l) + at(16 + l)) + (at(8 + l) + at(24 + l));
+  float t[4];
+  for (int l = 0; l < 4; ++l) t[l] = a[l] + a[l + 4];
+  return (t[0] + t[1]) + (t[2] + t[3]);
+}
+
+// out[d] = sum_j p[j] * v[j, d] for d < head_dim, in `order`.
+//   p: [n_kv] (already rounded to half precision, as llama.cpp converts it)
+//   v: n_kv rows of head_dim halves, row stride v_stride elements
+//   partial: scratch of 32 * head_dim floats
+using PvFn = void (*)(const float* p, const f16_t* v, int64_t v_stride, int64_t n_kv,
+                      int head_dim, SumOrder order, float* partial, float* out);
+
+void pv_scalar(const float* p, const f16_t* v, int64_t v_stride, int64_t n_kv, int head_dim,
+               SumOrder order, float* partial, float* out);
+void pv_avx2(const float* p, const f16_t* v, int64_t v_stride, int64_t n_kv, int head_dim,
+             SumOrder order, float* partial, float* out);
+
+
+// a . b over n halves (n a multiple of 8) in `order`. For VecDotF16 a tail past the last
+// multiple of 32 is added in double, as ggml_vec_dot_f16 does.
+float dot_f16_ordered(const f16_t* a, const f16_t* b, int n, SumOrder order);
+float dot_f16_ordered_avx2(const f16_t* a, const f16_t* b, int n, SumOrder order);
+
+// In-place softmax of x[0..n) as ggml's soft_max on x86: exp by expf_ggml, sums of groups of
+// 8 (a movehl reduction, the last group padded with zeros) accumulated in double, then a
+// multiply by the float of 1/sum.
+void softmax_ggml(float* x, int64_t n);
+void softmax_ggml_avx2(float* x, int64_t n);
+
+// out[i] = silu_ggml(gate[i]) * up[i]
+void swiglu_ggml(const float* gate, const float* up, int64_t n, float* out);
+void swiglu_avx2(const float* gate, const float* up, int64_t n, float* out);
+
+// The attention and activation kernels of one ISA.
+struct AttentionKernels {
+  PvFn pv;
+  float (*dot_f16)(const f16_t* a, const f16_t* b, int n, SumOrder order);
+  void (*softmax)(float* x, int64_t n);
+  void (*swiglu)(const float* gate, const float* up, int64_t n, float* out);
+};
+
+inline AttentionKernels attention_kernels(Isa isa) {
+  if (isa == Isa::Avx2) return {pv_avx2, dot_f16_ordered_avx2, softmax_ggml_avx2, swiglu_avx2};
+  return {pv_scalar, dot_f16_ordered, softmax_ggml, swiglu_ggml};
+}
+
+}  // namespace squeeze::ops

@@ -1,0 +1,143 @@
+// AVX2 twins of the kernels in pv_scalar.cpp, bit-identical to them (tests/ops checks).
+// Compiled with AVX2/FMA/F16C flags; called only when the CPU has them (core/cpu.h).
+#include <immintrin.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "ops/pv.h"
+
+namespace squeeze::ops {
+
+namespace {
+
+inline __m256 load_f16x8(const f16_t* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+
+// expf_ggml (ggml_math.h) on 8 lanes.
+inline __m256 expf8(__m256 x) {
+  const __m256 shift = _mm256_set1_ps(0x1.8p23f);
+  const __m256 z = _mm256_fmadd_ps(x, _mm256_set1_ps(0x1.715476p+0f), shift);
+  const __m256 n = _mm256_sub_ps(z, shift);
+  const __m256 b = _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.7f7d1cp-20f),
+                                    _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.62e4p-1f), x));
+  const __m256i e = _mm256_slli_epi32(_mm256_castps_si256(z), 23);
+  const __m256 k = _mm256_castsi256_ps(_mm256_add_epi32(e, _mm256_set1_epi32(0x3f800000)));
+  const __m256 abs_n = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), n);
+  const __m256 big = _mm256_cmp_ps(abs_n, _mm256_set1_ps(126.0f), _CMP_GT_OQ);
+  const __m256 u = _mm256_mul_ps(b, b);
+  const __m256 hi = _mm256_fmadd_ps(_mm256_set1_ps(0x1.0e4020p-7f), b, _mm256_set1_ps(0x1.573e2ep-5f));
+  const __m256 lo = _mm256_fmadd_ps(_mm256_set1_ps(0x1.555e66p-3f), b, _mm256_set1_ps(0x1.fffdb6p-2f));
+  const __m256 j = _mm256_fmadd_ps(_mm256_fmadd_ps(hi, u, lo), u,
+                                   _mm256_mul_ps(_mm256_set1_ps(0x1.ffffecp-1f), b));
+  const __m256 normal = _mm256_fmadd_ps(j, k, k);
+  if (_mm256_movemask_ps(big) == 0) return normal;
+  const __m256i g = _mm256_and_si256(
+      _mm256_castps_si256(_mm256_cmp_ps(n, _mm256_setzero_ps(), _CMP_LE_OQ)),
+      _mm256_set1_epi32(static_cast<int>(0x82000000u)));
+  const __m256 s1 = _mm256_castsi256_ps(_mm256_add_epi32(g, _mm256_set1_epi32(0x7f000000)));
+  const __m256 s2 = _mm256_castsi256_ps(_mm256_sub_epi32(e, g));
+  const __m256 huge = _mm256_cmp_ps(abs_n, _mm256_set1_ps(192.0f), _CMP_GT_OQ);
+  const __m256 scaled = _mm256_mul_ps(_mm256_fmadd_ps(s2, j, s2), s1);
+  __m256 r = _mm256_blendv_ps(normal, scaled, big);
+  return _mm256_blendv_ps(r, _mm256_mul_ps(s1, s1), huge);
+}
+
+// ((v0+v4) + (v2+v6)) + ((v1+v5) + (v3+v7)), as hsum8_movehl.
+inline float hsum_movehl(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_extractf128_ps(v, 1), _mm256_castps256_ps128(v));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+}  // namespace
+
+void pv_avx2(const float* p, const f16_t* v, int64_t v_stride, int64_t n_kv, int head_dim,
+             SumOrder order, float* partial, float* out) {
+  const int np = n_partials(order);
+  std::memset(partial, 0, sizeof(float) * np * head_dim);
+  for (int64_t j = 0; j < n_kv; ++j) {
+    const f16_t* vr = v + j * v_stride;
+    float* acc = partial + (j % np) * head_dim;
+    const __m256 pj = _mm256_set1_ps(p[j]);
+    int d = 0;
+    for (; d + 8 <= head_dim; d += 8) {
+      _mm256_storeu_ps(acc + d, _mm256_fmadd_ps(pj, load_f16x8(vr + d), _mm256_loadu_ps(acc + d)));
+    }
+    for (; d < head_dim; ++d) {
+      acc[d] = _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(p[j]),
+                                          _mm_cvtph_ps(_mm_cvtsi32_si128(vr[d])),
+                                          _mm_set_ss(acc[d])));
+    }
+  }
+  for (int d = 0; d < head_dim; ++d) out[d] = fold_partials(partial + d, head_dim, order);
+}
+
+float dot_f16_ordered_avx2(const f16_t* a, const f16_t* b, int n, SumOrder order) {
+  if (order == SumOrder::TinyBlas) {
+    __m256 acc = _mm256_setzero_ps();
+    for (int i = 0; i < n; i += 8) acc = _mm256_fmadd_ps(load_f16x8(a + i), load_f16x8(b + i), acc);
+    return hsum_movehl(acc);
+  }
+  __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+                   _mm256_setzero_ps()};
+  const int n_main = n & ~31;
+  for (int i = 0; i < n_main; i += 32) {
+    for (int r = 0; r < 4; ++r) {
+      acc[r] = _mm256_fmadd_ps(load_f16x8(a + i + 8 * r), load_f16x8(b + i + 8 * r), acc[r]);
+    }
+  }
+  float partial[32];
+  for (int r = 0; r < 4; ++r) _mm256_storeu_ps(partial + 8 * r, acc[r]);
+  double sum = fold_partials(partial, 1, order);
+  for (int i = n_main; i < n; ++i) {
+    sum += static_cast<double>(_cvtsh_ss(a[i]) * _cvtsh_ss(b[i]));
+  }
+  return static_cast<float>(sum);
+}
+
+void softmax_ggml_avx2(float* x, int64_t n) {
+  float max = -INFINITY;
+  for (int64_t i = 0; i < n; ++i) max = x[i] > max ? x[i] : max;
+  const __m256 vmax = _mm256_set1_ps(max);
+  double sum = 0.0;
+  int64_t g = 0;
+  for (; g + 8 <= n; g += 8) {
+    const __m256 e = expf8(_mm256_sub_ps(_mm256_loadu_ps(x + g), vmax));
+    _mm256_storeu_ps(x + g, e);
+    sum += static_cast<double>(hsum_movehl(e));
+  }
+  if (g < n) {  // last group, padded with exp(-inf) = 0 as llama.cpp's masked cache is
+    float buf[8];
+    for (int l = 0; l < 8; ++l) buf[l] = g + l < n ? x[g + l] - max : -INFINITY;
+    const __m256 e = expf8(_mm256_loadu_ps(buf));
+    _mm256_storeu_ps(buf, e);
+    for (int l = 0; g + l < n; ++l) x[g + l] = buf[l];
+    sum += static_cast<double>(hsum_movehl(e));
+  }
+  const __m256 inv = _mm256_set1_ps(static_cast<float>(1.0 / sum));
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), inv));
+  for (; i < n; ++i) x[i] *= _mm256_cvtss_f32(inv);
+}
+
+void swiglu_avx2(const float* gate, const float* up, int64_t n, float* out) {
+  int64_t i = 0;
+  const __m256 one = _mm256_set1_ps(1.0f);
+  for (; i + 8 <= n; i += 8) {
+    const __m256 x = _mm256_loadu_ps(gate + i);
+    const __m256 e = expf8(_mm256_sub_ps(_mm256_setzero_ps(), x));
+    const __m256 silu = _mm256_div_ps(x, _mm256_add_ps(one, e));
+    _mm256_storeu_ps(out + i, _mm256_mul_ps(silu, _mm256_loadu_ps(up + i)));
+  }
+  if (i < n) {
+    float g[8] = {}, u[8] = {}, o[8];
+    for (int64_t l = 0; i + l < n; ++l) g[l] = gate[i + l], u[l] = up[i + l];
+    swiglu_avx2(g, u, 8, o);
+    for (int64_t l = 0; i + l < n; ++l) out[i + l] = o[l];
+  }
+}
+
+}  // namespace squeeze::ops

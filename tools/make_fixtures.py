@@ -69,8 +69,8 @@ def forward_fixture(model_path, path, threads):
         cases.append(case)
         print(f"forward: {prompt[:40]!r}... -> {llm.detokenize(case['greedy'])[:60]!r}",
               file=sys.stderr)
-    meta = {"llama_cpp_python": llama_cpp_version, "n_ctx": 512, "flash_attn": False,
-            "kv_type": "f16", "threads": threads}
+    meta = {"llama_cpp_python": llama_cpp_version, "ggml_build": "AVX2+FMA+F16C, AVX-512 off",
+            "n_ctx": 512, "flash_attn": False, "kv_type": "f16", "threads": threads}
     with open(path, "w", encoding="utf-8") as f:
         json.dump({"meta": meta, "cases": cases}, f, ensure_ascii=False, indent=1)
 

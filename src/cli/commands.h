@@ -11,5 +11,11 @@ int cmd_run(int argc, char** argv);
 int cmd_chat(int argc, char** argv);
 // squeeze inspect FILE: GGUF version, alignment, metadata and the tensor table.
 int cmd_inspect(int argc, char** argv);
+// squeeze perplexity: llama-perplexity's protocol; saves logits and compares (KL divergence).
+int cmd_perplexity(int argc, char** argv);
+// squeeze bench: prompt-processing and generation speed, achieved bandwidth and FLOP/s.
+int cmd_bench(int argc, char** argv);
+// squeeze quantize: round-to-nearest conversion between llama.cpp's block types.
+int cmd_quantize(int argc, char** argv);
 
 }  // namespace squeeze::cli

@@ -18,12 +18,15 @@ constexpr Command kCommands[] = {
     {"run", squeeze::cli::cmd_run, "generate text from a prompt"},
     {"chat", squeeze::cli::cmd_chat, "interactive chat with the model's chat template"},
     {"inspect", squeeze::cli::cmd_inspect, "print a GGUF file's metadata and tensor table"},
+    {"perplexity", squeeze::cli::cmd_perplexity, "perplexity, KL divergence, top-1 agreement"},
+    {"bench", squeeze::cli::cmd_bench, "prompt and generation speed, GB/s and GFLOP/s"},
+    {"quantize", squeeze::cli::cmd_quantize, "convert a model between block formats (RTN)"},
 };
 
 void usage(std::ostream& os) {
   os << "squeeze - run and compress LLMs on CPUs\n\nusage: squeeze COMMAND [options]\n\n"
         "commands:\n";
-  for (const Command& c : kCommands) os << "  " << c.name << std::string(10 - c.name.size(), ' ') << c.help << "\n";
+  for (const Command& c : kCommands) os << "  " << c.name << std::string(12 - c.name.size(), ' ') << c.help << "\n";
   os << "\n`squeeze COMMAND --help` shows a command's options.\n"
         "SQUEEZE_ISA=scalar|avx2 forces the kernel path (default: the best this CPU has).\n";
 }

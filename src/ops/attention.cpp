@@ -9,18 +9,6 @@
 
 namespace squeeze::ops {
 
-void softmax(float* x, int64_t n) {
-  float max = -INFINITY;
-  for (int64_t i = 0; i < n; ++i) max = std::max(max, x[i]);
-  double sum = 0.0;
-  for (int64_t i = 0; i < n; ++i) {
-    x[i] = std::exp(x[i] - max);
-    sum += x[i];
-  }
-  const float inv = static_cast<float>(1.0 / sum);
-  for (int64_t i = 0; i < n; ++i) x[i] *= inv;
-}
-
 void swiglu(const float* gate, const float* up, int64_t n, float* out) {
   attention_kernels(active_isa()).swiglu(gate, up, n, out);
 }

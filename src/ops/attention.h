@@ -25,15 +25,14 @@ struct AttentionShape {
 //   q:   [n_tokens, n_head * head_dim]              (rotary already applied)
 //   k,v: [n_ctx, n_head_kv * head_dim] half floats  (cache rows 0..pos0+n_tokens-1 filled)
 //   out: [n_tokens, n_head * head_dim]
-// Q is rounded to half for the Q.K products (K is half), as llama.cpp does.
+// Computed as llama.cpp's CPU back end does with flash attention off, to the bit (pv.h): Q
+// rounded to half for Q.K, ggml's softmax, probabilities rounded to half for P.V, sums in its
+// order (tinyBLAS for a batch, ggml_vec_dot_f16 for one token).
 void attention(const AttentionShape& shape, const float* q, int64_t n_tokens, int64_t pos0,
                const f16_t* k, const f16_t* v, float* out, ThreadPool& pool,
                AttentionScratch& scratch);
 
 // out[i] = silu(gate[i]) * up[i]
 void swiglu(const float* gate, const float* up, int64_t n, float* out);
-
-// In-place softmax over n values; returns nothing, max-subtracted, sums in double.
-void softmax(float* x, int64_t n);
 
 }  // namespace squeeze::ops

@@ -5,20 +5,10 @@
 
 #include <cmath>
 #include <cstdint>
-#include <cstring>
+
+#include "core/fp16.h"
 
 namespace squeeze::ops {
-
-inline float bits_as_float(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, sizeof f);
-  return f;
-}
-inline uint32_t float_as_bits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, sizeof u);
-  return u;
-}
 
 // exp(x) by the vectorised single-precision algorithm ggml uses on x86 (ggml_v_expf, after
 // ARM's optimized-routines): x = n ln2 + r with n = round(x / ln2) via the 1.5*2^23 shift,
@@ -29,16 +19,16 @@ inline float expf_ggml(float x) {
   const float z = std::fma(x, 0x1.715476p+0f, shift);  // x / ln2 + shift
   const float n = z - shift;                            // round(x / ln2)
   const float b = std::fma(-n, 0x1.7f7d1cp-20f, std::fma(-n, 0x1.62e4p-1f, x));  // reduced arg
-  const uint32_t e = float_as_bits(z) << 23;
-  const float k = bits_as_float(e + float_as_bits(1.0f));  // 2^n
+  const uint32_t e = f32_to_bits(z) << 23;
+  const float k = bits_to_f32(e + f32_to_bits(1.0f));  // 2^n
   const float u = b * b;
   const float j = std::fma(std::fma(std::fma(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u,
                                     std::fma(0x1.555e66p-3f, b, 0x1.fffdb6p-2f)),
                            u, 0x1.ffffecp-1f * b);  // 2^(b/ln2) - 1
   if (!(std::fabs(n) > 126.0f)) return std::fma(j, k, k);
   const uint32_t g = n <= 0.0f ? 0x82000000u : 0u;
-  const float s1 = bits_as_float(g + 0x7f000000u);
-  const float s2 = bits_as_float(e - g);
+  const float s1 = bits_to_f32(g + 0x7f000000u);
+  const float s2 = bits_to_f32(e - g);
   if (std::fabs(n) > 192.0f) return s1 * s1;
   return std::fma(s2, j, s2) * s1;
 }

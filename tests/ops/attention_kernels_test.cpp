@@ -7,19 +7,14 @@
 #include <vector>
 
 #include "core/fp16.h"
+#include "random.h"
 #include "ops/ggml_math.h"
 #include "ops/pv.h"
 
 namespace squeeze::ops {
 namespace {
 
-std::vector<float> randn(size_t n, uint32_t seed, float scale = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(0.0f, scale);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(rng);
-  return v;
-}
+using testing::randn;
 
 std::vector<f16_t> to_half(const std::vector<float>& v) {
   std::vector<f16_t> h(v.size());

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/fp16.h"
+#include "random.h"
 #include "ops/attention.h"
 #include "ops/matmul.h"
 #include "ops/norm.h"
@@ -14,13 +15,7 @@
 namespace squeeze::ops {
 namespace {
 
-std::vector<float> randn(size_t n, uint32_t seed, float scale = 1.0f) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(0.0f, scale);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(rng);
-  return v;
-}
+using testing::randn;
 
 TEST(RmsNorm, MatchesDefinition) {
   const auto x = randn(576, 1);

@@ -7,6 +7,6 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 "$root/scripts/fetch_model.sh"
 "$root/scripts/build.sh" "$root/build" >&2
 if (($# == 0)); then
-  set -- --chat -p "What is the capital of France? Answer in one sentence." -n 64
+  set -- --chat -p "What is the capital of France? Answer in one sentence." -n 64 --temp 0
 fi
 exec "$root/build/squeeze" run "$@"

@@ -85,6 +85,12 @@ KernelTable make_scalar_table() {
   set(t, DType::Q4_K, {dequantize_q4_k, quantize_q4_k, vec_dot_q4_k});
   set(t, DType::Q6_K, {dequantize_q6_k, quantize_q6_k, vec_dot_q6_k});
   set(t, DType::Q8_K, {dequantize_q8_k, quantize_q8_k, nullptr});
+  // Weight quantizers: the reference ones, which equal quantize_row except for Q8_0.
+  for (DType w : {DType::F32, DType::F16, DType::BF16, DType::Q4_0, DType::Q4_1, DType::Q5_0,
+                  DType::Q5_1, DType::Q4_K, DType::Q6_K}) {
+    t[static_cast<uint32_t>(w)].quantize_row_ref = t[static_cast<uint32_t>(w)].quantize_row;
+  }
+  t[static_cast<uint32_t>(DType::Q8_0)].quantize_row_ref = quantize_q8_0_ref;
   return t;
 }
 
@@ -114,6 +120,9 @@ KernelTable make_avx2_table() {
   at(DType::Q6_K).vec_dot = vec_dot_q6_k;
   at(DType::Q8_K).dequantize_row = dequantize_q8_k;
   at(DType::Q8_K).quantize_row = quantize_q8_k;
+  // The whole-entry assignments above dropped quantize_row_ref: weights stay scalar.
+  const KernelTable scalar = make_scalar_table();
+  for (size_t i = 0; i < t.size(); ++i) t[i].quantize_row_ref = scalar[i].quantize_row_ref;
 #endif
   return t;
 }

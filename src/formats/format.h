@@ -84,6 +84,13 @@ struct Kernels {
   // Dot product of a row in this format with a row in info.vec_dot_type. Null for the
   // activation-only formats Q8_1 and Q8_K.
   float (*vec_dot)(int64_t n, const void* w, const void* x) = nullptr;
+  // Encodes n floats the way llama-quantize writes weights: ggml's reference quantizer
+  // (quantize_row_*_ref, which ggml_quantize_chunk calls without an importance matrix) or its
+  // row conversion for the float formats. Same as quantize_row except for Q8_0, whose run-time
+  // activation quantizer rounds halves to even where the reference multiplies by 1 / d and
+  // rounds halves away from zero. Scalar on every ISA (weights are quantized offline). Null
+  // for the activation-only formats Q8_1 and Q8_K.
+  void (*quantize_row_ref)(const float* src, void* dst, int64_t n) = nullptr;
 };
 
 // Kernels for `type` on `isa`. A format without a SIMD version of some function gets the

@@ -34,6 +34,8 @@ void quantize_q5_1(const float* src, void* dst, int64_t n);
 float vec_dot_q5_1(int64_t n, const void* w, const void* x);
 void dequantize_q8_0(const void* src, float* dst, int64_t n);
 void quantize_q8_0(const float* src, void* dst, int64_t n);
+// ggml's quantize_row_q8_0_ref (weights): id = 1 / d, halves rounded away from zero.
+void quantize_q8_0_ref(const float* src, void* dst, int64_t n);
 float vec_dot_q8_0(int64_t n, const void* w, const void* x);
 void dequantize_q4_k(const void* src, float* dst, int64_t n);
 void quantize_q4_k(const float* src, void* dst, int64_t n);

@@ -1,7 +1,8 @@
 // Scalar reference kernels of the 8-bit formats: Q8_0 (weights and activations), and the
 // activation-only Q8_1 and Q8_K. Q8_0 and Q8_1 quantize as llama.cpp does at run time on x86
 // (its AVX2 quantize_row_q8_0/q8_1: scale 127/amax, round half to even), Q8_K as
-// quantize_row_q8_K_ref, so activations match llama.cpp's bit for bit.
+// quantize_row_q8_K_ref, so activations match llama.cpp's bit for bit. Q8_0 weights are
+// written by quantize_q8_0_ref, as llama-quantize writes them.
 #include <cmath>
 #include <cstring>
 
@@ -34,6 +35,20 @@ void quantize_q8_0(const float* src, void* dst, int64_t n) {
     const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
     y[i].d = f32_to_f16(amax / 127.0f);
     for (int j = 0; j < kBlock32; ++j) y[i].qs[j] = static_cast<int8_t>(nearest_int(x[j] * id));
+  }
+}
+
+// Q8_0 weights (ggml's quantize_row_q8_0_ref): d = amax / 127, q = roundf(x * (1 / d)), halves
+// away from zero. Differs from quantize_q8_0 only where x * 127 / amax is (within an ulp of)
+// a half-integer.
+void quantize_q8_0_ref(const float* src, void* dst, int64_t n) {
+  BlockQ8_0* y = static_cast<BlockQ8_0*>(dst);
+  for (int64_t i = 0; i < n / kBlock32; ++i) {
+    const float* x = src + i * kBlock32;
+    const float d = abs_max(x, kBlock32) / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    y[i].d = f32_to_f16(d);
+    for (int j = 0; j < kBlock32; ++j) y[i].qs[j] = static_cast<int8_t>(std::round(x[j] * id));
   }
 }
 

@@ -88,6 +88,21 @@ float vec_dot_q4_0(int64_t n, const void* w, const void* x) {
   return hsum(acc);
 }
 
+// Q4_0 x Q8_0 in llama.cpp's repacked order (see the scalar twin): the int sum of a block is
+// reduced across lanes exactly, then one scalar fused multiply-add per block.
+float vec_dot_q4_0_repacked(int64_t n, const void* w, const void* x) {
+  const BlockQ4_0* a = static_cast<const BlockQ4_0*>(w);
+  const BlockQ8_0* b = static_cast<const BlockQ8_0*>(x);
+  float acc = 0.0f;
+  for (int64_t i = 0; i < n / kBlock32; ++i) {
+    const int32_t sumi = hsum(dot_i8_i8(q4_0_codes(a[i]), load32(b[i].qs)));
+    const float d = half_to_float(a[i].d) * half_to_float(b[i].d);
+    acc = _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(static_cast<float>(sumi)), _mm_set_ss(d),
+                                     _mm_set_ss(acc)));
+  }
+  return acc;
+}
+
 // Q4_1 x Q8_1: sum_blocks d_w*d_x * sum(q_w * q_x) + m_w * s_x, in llama.cpp's order: the
 // first term in one accumulator, the second summed block by block, added at the end.
 float vec_dot_q4_1(int64_t n, const void* w, const void* x) {

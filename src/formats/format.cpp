@@ -91,6 +91,7 @@ KernelTable make_scalar_table() {
     t[static_cast<uint32_t>(w)].quantize_row_ref = t[static_cast<uint32_t>(w)].quantize_row;
   }
   t[static_cast<uint32_t>(DType::Q8_0)].quantize_row_ref = quantize_q8_0_ref;
+  t[static_cast<uint32_t>(DType::Q4_0)].vec_dot_repacked = vec_dot_q4_0_repacked;
   return t;
 }
 
@@ -123,6 +124,7 @@ KernelTable make_avx2_table() {
   // The whole-entry assignments above dropped quantize_row_ref: weights stay scalar.
   const KernelTable scalar = make_scalar_table();
   for (size_t i = 0; i < t.size(); ++i) t[i].quantize_row_ref = scalar[i].quantize_row_ref;
+  at(DType::Q4_0).vec_dot_repacked = vec_dot_q4_0_repacked;
 #endif
   return t;
 }

@@ -91,7 +91,16 @@ struct Kernels {
   // rounds halves away from zero. Scalar on every ISA (weights are quantized offline). Null
   // for the activation-only formats Q8_1 and Q8_K.
   void (*quantize_row_ref)(const float* src, void* dst, int64_t n) = nullptr;
+  // The dot product in the order of llama.cpp's x86 "repacked" kernels, which it uses instead of
+  // vec_dot for matrices of this format whose row count is a multiple of 8 (Q4_0 today: its
+  // gemv/gemm_q4_0_8x8_q8_0 add each block's whole int sum with one fused multiply-add, where
+  // vec_dot splits a block into 8 lanes). Null where llama.cpp does not repack the format.
+  float (*vec_dot_repacked)(int64_t n, const void* w, const void* x) = nullptr;
 };
+
+// llama.cpp repacks a matrix of a format with vec_dot_repacked when its row count is a
+// multiple of this.
+inline constexpr int64_t kRepackRows = 8;
 
 // Kernels for `type` on `isa`. A format without a SIMD version of some function gets the
 // scalar one. Throws FormatError for an unsupported format, and UsageError for Isa::Avx2 on a

@@ -109,6 +109,23 @@ float vec_dot_q4_0(int64_t n, const void* w, const void* x) {
   return acc.sum();
 }
 
+// Q4_0 x Q8_0 in the order of llama.cpp's repacked x86 kernels (gemv/gemm_q4_0_8x8_q8_0):
+// each block's exact int sum, converted to float, fused-multiply-added with d_w * d_x.
+float vec_dot_q4_0_repacked(int64_t n, const void* w, const void* x) {
+  const BlockQ4_0* a = static_cast<const BlockQ4_0*>(w);
+  const BlockQ8_0* b = static_cast<const BlockQ8_0*>(x);
+  float acc = 0.0f;
+  for (int64_t i = 0; i < n / kBlock32; ++i) {
+    int32_t sumi = 0;
+    for (int j = 0; j < kHalf; ++j) {
+      sumi += ((a[i].qs[j] & 0x0F) - 8) * b[i].qs[j];
+      sumi += ((a[i].qs[j] >> 4) - 8) * b[i].qs[j + kHalf];
+    }
+    acc = std::fma(static_cast<float>(sumi), f16_to_f32(a[i].d) * f16_to_f32(b[i].d), acc);
+  }
+  return acc;
+}
+
 // Q4_1: d = (max - min) / 15, m = min; q = min(15, trunc((x - min) / d + 0.5)).
 void quantize_q4_1(const float* src, void* dst, int64_t n) {
   BlockQ4_1* y = static_cast<BlockQ4_1*>(dst);

@@ -9,6 +9,10 @@ void matmul(const WeightView& w, const float* x, int64_t n_tokens, int64_t x_str
   const auto& info = formats::format_info(w.type);
   const formats::DType xt = info.vec_dot_type;
   const auto& wk = formats::kernels(w.type);
+  // Where llama.cpp would repack this matrix, sum in its repacked kernels' order.
+  const auto vec_dot = wk.vec_dot_repacked != nullptr && w.n_rows % formats::kRepackRows == 0
+                           ? wk.vec_dot_repacked
+                           : wk.vec_dot;
   const size_t x_row_bytes = formats::row_bytes(xt, w.n_cols);
 
   // Convert the activations once: [n_tokens, x_row_bytes].
@@ -39,7 +43,7 @@ void matmul(const WeightView& w, const float* x, int64_t n_tokens, int64_t x_str
       for (int64_t t = 0; t < n_tokens; ++t) {
         const uint8_t* xrow = xq + t * x_row_bytes;
         float* yrow = y + t * y_stride;
-        for (int64_t r = rt; r < rt_end; ++r) yrow[r] = wk.vec_dot(w.n_cols, w.row(r), xrow);
+        for (int64_t r = rt; r < rt_end; ++r) yrow[r] = vec_dot(w.n_cols, w.row(r), xrow);
       }
     }
   };

@@ -2,6 +2,7 @@
 // non-zero exit, never a crash; good input on the tiny model generates text.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
@@ -31,8 +32,10 @@ std::string slurp(const fs::path& p) {
 
 Result squeeze_cmd(const std::string& args, const std::string& input = "") {
   const fs::path dir = fs::temp_directory_path();
-  const fs::path out = dir / "squeeze_cli_out.txt", err = dir / "squeeze_cli_err.txt",
-                 in = dir / "squeeze_cli_in.txt";
+  // ctest runs each test in its own process, in parallel: names carry the pid.
+  const std::string id = std::to_string(getpid());
+  const fs::path out = dir / ("squeeze_cli_out_" + id), err = dir / ("squeeze_cli_err_" + id),
+                 in = dir / ("squeeze_cli_in_" + id);
   std::ofstream(in) << input;
   const std::string cmd = std::string(SQUEEZE_BINARY) + " " + args + " <" + in.string() + " >" +
                           out.string() + " 2>" + err.string();
@@ -43,7 +46,7 @@ Result squeeze_cmd(const std::string& args, const std::string& input = "") {
 std::vector<uint8_t> tiny_bytes() { return testing::tiny_model_writer().to_bytes(); }
 
 std::string write_file(const std::string& name, const std::vector<uint8_t>& bytes) {
-  const fs::path p = fs::temp_directory_path() / name;
+  const fs::path p = fs::temp_directory_path() / (std::to_string(getpid()) + "_" + name);
   std::ofstream(p, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()),
                                            static_cast<std::streamsize>(bytes.size()));
   return p.string();

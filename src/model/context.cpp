@@ -45,8 +45,17 @@ void Context::truncate(int64_t n) { n_past_ = std::clamp<int64_t>(n, 0, n_past_)
 
 std::span<const float> Context::decode(std::span<const int32_t> tokens, bool all_logits) {
   const int64_t n = static_cast<int64_t>(tokens.size());
+  return decode_from(tokens, all_logits ? 0 : std::max<int64_t>(0, n - 1));
+}
+
+std::span<const float> Context::decode_from(std::span<const int32_t> tokens, int64_t first) {
+  const int64_t n = static_cast<int64_t>(tokens.size());
   const int64_t n_vocab = model_.hparams().n_vocab;
   if (n == 0) throw UsageError("decode called with no tokens");
+  if (first < 0 || first > n) {
+    throw UsageError("decode_from: first row " + std::to_string(first) + " is outside 0.." +
+                     std::to_string(n));
+  }
   if (n_past_ + n > kv_.n_ctx) {
     throw Error("context overflow: " + std::to_string(n_past_) + " tokens in the cache + " +
                 std::to_string(n) + " new > context size " + std::to_string(kv_.n_ctx) +
@@ -57,16 +66,18 @@ std::span<const float> Context::decode(std::span<const int32_t> tokens, bool all
       throw UsageError("token id " + std::to_string(t) + " is outside the vocabulary");
     }
   }
-  logits_.resize(static_cast<size_t>((all_logits ? n : 1) * n_vocab));
+  logits_.resize(static_cast<size_t>((n - first) * n_vocab));
   for (int64_t i0 = 0; i0 < n; i0 += s_.n_batch) {
     const int64_t len = std::min(s_.n_batch, n - i0);
     ForwardArgs args;
     args.tokens = tokens.subspan(i0, len);
     args.pos0 = n_past_;
-    args.all_logits = all_logits;
-    const bool last_chunk = i0 + len == n;
-    args.logits = all_logits ? logits_.data() + i0 * n_vocab
-                             : (last_chunk ? logits_.data() : nullptr);
+    // Rows [max(first, i0), i0 + len) of this chunk need logits; none if the chunk ends first.
+    const int64_t row0 = std::max(first, i0);
+    if (row0 < i0 + len) {
+      args.logits = logits_.data() + (row0 - first) * n_vocab;
+      args.logits_first = row0 - i0;
+    }
     args.callback = &callback_;
     forward_llama(model_, kv_, s_, pool_, args);
     n_past_ += len;

@@ -59,6 +59,10 @@ class Context {
   // of the last token ([n_vocab]), or of every token ([n_tokens, n_vocab]) with all_logits.
   // Throws Error when the tokens would overflow the context.
   std::span<const float> decode(std::span<const int32_t> tokens, bool all_logits = false);
+  // Like decode, but returns the logits of tokens[first..] only ([n_tokens - first, n_vocab]):
+  // the output head runs on just those rows (as llama.cpp's batch logits flags do). With
+  // first == n_tokens no logits are computed and the span is empty.
+  std::span<const float> decode_from(std::span<const int32_t> tokens, int64_t first);
 
   int64_t n_past() const { return n_past_; }
   int64_t n_ctx() const { return kv_.n_ctx; }

@@ -189,7 +189,7 @@ void forward_llama(const Model& m, KvCache& kv, ForwardScratch& s, ThreadPool& p
 
   // --- output head: only the rows whose logits are wanted ---
   if (a.logits == nullptr) return;
-  const int64_t first = a.all_logits ? 0 : n - 1;
+  const int64_t first = a.logits_first;
   const int64_t rows = n - first;
   for (int64_t t = first; t < n; ++t) {
     ops::rms_norm(x + t * n_embd, m.output_norm, n_embd, hp.rms_eps,

@@ -14,8 +14,8 @@ void load_llama(Model& m);
 struct ForwardArgs {
   std::span<const int32_t> tokens;  // one chunk, at most scratch.n_batch
   int64_t pos0 = 0;                 // position of tokens[0]
-  float* logits = nullptr;          // [n_tokens or 1, n_vocab]; nullptr: skip the output head
-  bool all_logits = false;
+  float* logits = nullptr;          // [n_tokens - logits_first, n_vocab]; nullptr: no head
+  int64_t logits_first = 0;         // first row of the chunk whose logits are wanted
   const TensorCallback* callback = nullptr;
 };
 

@@ -51,6 +51,28 @@ TEST(Context, BatchedPrefillEqualsTokenByToken) {
   }
 }
 
+// decode_from computes the output head only from row `first` on; those rows equal the full
+// decode's, across batch boundaries (n_batch 3) and with no rows at all.
+TEST(Context, DecodeFromReturnsTheTailRowsOfAFullDecode) {
+  auto m = Model::load(tiny_path("squeeze_tiny_from.gguf"));
+  const std::vector<int32_t> toks = {5, 70, 100, 3, 200, 150, 9, 11, 255, 42};
+  const int64_t n_vocab = m->hparams().n_vocab;
+  const auto full = run_tokens(*m, toks, 2, false, /*n_batch=*/3);
+  for (int64_t first : {0, 4, 6, 9, 10}) {
+    ThreadPool pool(2);
+    Context ctx(*m, 64, pool, 3);
+    const auto tail = ctx.decode_from(toks, first);
+    ASSERT_EQ(static_cast<int64_t>(tail.size()), (10 - first) * n_vocab) << first;
+    for (size_t i = 0; i < tail.size(); ++i) {
+      ASSERT_EQ(tail[i], full[first * n_vocab + i]) << "first " << first << " i " << i;
+    }
+    EXPECT_EQ(ctx.n_past(), 10);
+  }
+  ThreadPool pool(1);
+  Context ctx(*m, 64, pool);
+  EXPECT_THROW(ctx.decode_from(toks, 11), UsageError);
+}
+
 TEST(Context, UntiedOutputAndF16Weights) {
   testing::TinyModelSpec spec;
   spec.tied_output = false;

@@ -1,0 +1,184 @@
+// eval/bench and eval/machine as a library: argument checks, the counted work against a hand
+// computation, a bench run on the tiny model, the JSON report, the machine probe and its cache.
+// No timing assertions: only that times are positive and the bookkeeping is consistent.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "core/thread_pool.h"
+#include "eval/bench.h"
+#include "eval/machine.h"
+#include "eval/machine_kernels.h"
+#include "model/context.h"
+#include "model/model.h"
+#include "tiny_model.h"
+
+namespace squeeze::eval {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string tiny_model_path() {
+  const fs::path p = fs::temp_directory_path() / "squeeze_bench_tiny.gguf";
+  testing::write_tiny_model(p.string());
+  return p.string();
+}
+
+TEST(BenchTests, ArgumentChecks) {
+  BenchOptions o;
+  o.n_prompt = {128, 0, 512};
+  o.n_gen = {0, 64};
+  const auto t = bench_tests(o);
+  ASSERT_EQ(t.size(), 3u);
+  EXPECT_EQ(t[0].name(), "pp128");
+  EXPECT_EQ(t[1].name(), "pp512");
+  EXPECT_EQ(t[2].name(), "tg64");
+  EXPECT_EQ(bench_ctx_size(t), 512);
+
+  BenchOptions bad = o;
+  bad.n_prompt = {-1};
+  EXPECT_THROW(bench_tests(bad), UsageError);
+  bad = o;
+  bad.n_gen = {-5};
+  EXPECT_THROW(bench_tests(bad), UsageError);
+  bad = o;
+  bad.reps = 0;
+  EXPECT_THROW(bench_tests(bad), UsageError);
+  bad = o;
+  bad.n_prompt = {0};
+  bad.n_gen = {0};
+  EXPECT_THROW(bench_tests(bad), UsageError);
+}
+
+TEST(BenchWork, CountsMatchHandComputation) {
+  const auto model = model::Model::load(tiny_model_path());
+  const model::HParams& hp = model->hparams();
+  ASSERT_EQ(hp.n_embd, 64);
+  ASSERT_EQ(hp.n_ff, 128);
+  ASSERT_EQ(hp.n_layer, 2);
+  const double n_q = static_cast<double>(hp.n_head * hp.head_dim);
+  const double n_kv = static_cast<double>(hp.n_head_kv * hp.head_dim);
+  // Per token and layer: wq, wk, wv, wo, then gate, up, down.
+  const double layer = 64 * n_q + 2 * 64 * n_kv + n_q * 64 + 3 * 64 * 128;
+  const double head = 64.0 * static_cast<double>(hp.n_vocab);
+  // 3 tokens see 1 + 2 + 3 = 6 positions; q.k and p.v are head_dim MACs each per position.
+  const double attn = 2.0 * 4 * 2 * static_cast<double>(hp.head_dim) * 6;
+  EXPECT_DOUBLE_EQ(prompt_flop(*model, 3), 2 * (3 * 2 * layer + head + attn));
+  EXPECT_DOUBLE_EQ(gen_bytes_per_token(*model), static_cast<double>(model->weight_bytes()));
+}
+
+TEST(BenchRun, TinyModelGivesPositiveSpeeds) {
+  const std::string path = tiny_model_path();
+  const auto model = model::Model::load(path);
+  ThreadPool pool(2);
+  model::Context ctx(*model, 32, pool, 16);
+  BenchReport rep = make_report(*model, path, pool.size(), 16, 32, 3);
+  for (const BenchTest& t : {BenchTest{BenchKind::Prompt, 32}, BenchTest{BenchKind::Gen, 8}}) {
+    const BenchResult r = run_bench(ctx, t, 3, true, 7);
+    ASSERT_EQ(r.samples_ts.size(), 3u);
+    ASSERT_EQ(r.samples_s.size(), 3u);
+    for (double s : r.samples_s) EXPECT_GT(s, 0);
+    const auto [lo, hi] = std::minmax_element(r.samples_ts.begin(), r.samples_ts.end());
+    EXPECT_GE(r.avg_ts, *lo);
+    EXPECT_LE(r.avg_ts, *hi);
+    EXPECT_GE(r.median_ts, *lo);
+    EXPECT_LE(r.median_ts, *hi);
+    EXPECT_GE(r.stddev_ts, 0);
+    EXPECT_EQ(r.gb_per_s.has_value(), t.kind == BenchKind::Gen);
+    EXPECT_EQ(r.gflop_per_s.has_value(), t.kind == BenchKind::Prompt);
+    EXPECT_EQ(ctx.n_past(), t.n_tokens);  // the last repetition ran from an empty context
+    rep.results.push_back(r);
+  }
+  // A test larger than the context is refused before it runs.
+  EXPECT_THROW(run_bench(ctx, {BenchKind::Prompt, 33}, 1, false, 1), UsageError);
+
+  rep.roof = Roof{20.0, 100.0, "test"};
+  const auto j = nlohmann::json::parse(report_json(rep));
+  for (const char* k : {"model", "file_bytes", "weight_bytes", "weights_type", "threads", "isa",
+                        "n_batch", "n_ctx", "reps", "roof", "results"}) {
+    EXPECT_TRUE(j.contains(k)) << k;
+  }
+  EXPECT_EQ(j["weights_type"], "q8_0");
+  ASSERT_EQ(j["results"].size(), 2u);
+  const auto& pp = j["results"][0];
+  const auto& tg = j["results"][1];
+  EXPECT_EQ(pp["test"], "pp32");
+  EXPECT_EQ(tg["test"], "tg8");
+  EXPECT_GT(pp["gflop_per_s"].get<double>(), 0);
+  EXPECT_TRUE(pp["gb_per_s"].is_null());
+  EXPECT_GT(tg["gb_per_s"].get<double>(), 0);
+  EXPECT_NEAR(tg["roof_fraction"].get<double>(), tg["gb_per_s"].get<double>() / 20.0, 1e-12);
+  EXPECT_NEAR(pp["roof_fraction"].get<double>(), pp["gflop_per_s"].get<double>() / 100.0, 1e-12);
+  EXPECT_NE(report_text(rep).find("| tg8 |"), std::string::npos);
+}
+
+ProbeOptions small_probe() {
+  ProbeOptions o;
+  o.buffer_bytes = size_t{4} << 20;
+  o.passes = 2;
+  o.fma_iters = 1 << 12;
+  o.fma_chunks_per_thread = 2;
+  return o;
+}
+
+TEST(MachineProbe, PositiveNumbersScalarAndAvx2) {
+  std::vector<Isa> isas = {Isa::Scalar};
+  if (cpu_has_avx2()) isas.push_back(Isa::Avx2);
+  for (Isa isa : isas) {
+    const MachineLimits m = measure_machine(2, isa, small_probe());
+    EXPECT_EQ(m.isa, isa_name(isa));
+    ASSERT_EQ(m.by_threads.size(), 2u);
+    EXPECT_EQ(m.by_threads[0].threads, 1);
+    EXPECT_EQ(m.by_threads[1].threads, 2);
+    for (const ThreadLimits& t : m.by_threads) {
+      EXPECT_GT(t.read_gb_per_s, 0) << isa_name(isa);
+      EXPECT_GT(t.fma_gflop_per_s, 0) << isa_name(isa);
+    }
+  }
+  EXPECT_THROW(measure_machine(0, Isa::Scalar, small_probe()), UsageError);
+}
+
+#if defined(__x86_64__)
+TEST(MachineProbe, ReadKernelsAgreeOnTheChecksum) {
+  if (!cpu_has_avx2()) GTEST_SKIP() << "no AVX2";
+  std::vector<uint64_t> w(4096);
+  uint64_t expect = 0;
+  for (size_t i = 0; i < w.size(); ++i) expect += w[i] = i * 0x9e3779b97f4a7c15ull;
+  // Every word is read exactly once by either kernel (the sum wraps the same way).
+  EXPECT_EQ(detail::stream_read_scalar(w.data(), w.size()), expect);
+  EXPECT_EQ(detail::stream_read_avx2(w.data(), w.size()), expect);
+}
+#endif
+
+TEST(MachineFile, RoundTripMergeAndErrors) {
+  const fs::path p = fs::temp_directory_path() / "squeeze_bench_machine" / "machine.json";
+  fs::remove_all(p.parent_path());
+  EXPECT_FALSE(read_machine_file(p.string()).has_value());
+  EXPECT_FALSE(cached_limits(p.string(), Isa::Scalar, 1).has_value());
+
+  MachineLimits a{"scalar", 1024, "2026-01-01", {{1, 10.0, 20.0}, {2, 15.0, 40.0}}};
+  write_machine_file(p.string(), a);  // creates the directory
+  MachineLimits b{"scalar", 2048, "2026-01-02", {{2, 16.0, 41.0}}};
+  write_machine_file(p.string(), b);  // replaces the 2-thread entry, keeps the 1-thread one
+  const auto one = cached_limits(p.string(), Isa::Scalar, 1);
+  const auto two = cached_limits(p.string(), Isa::Scalar, 2);
+  ASSERT_TRUE(one && two);
+  EXPECT_EQ(one->read_gb_per_s, 10.0);
+  EXPECT_EQ(two->read_gb_per_s, 16.0);
+  EXPECT_EQ(two->fma_gflop_per_s, 41.0);
+  EXPECT_FALSE(cached_limits(p.string(), Isa::Avx2, 2).has_value());
+  EXPECT_EQ(read_machine_file(p.string())->size(), 2u);
+
+  std::ofstream(p) << "{ not json";
+  EXPECT_THROW(read_machine_file(p.string()), FormatError);
+  std::ofstream(p) << R"({"entries": [{"isa": "avx2"}]})";
+  EXPECT_THROW(read_machine_file(p.string()), FormatError);
+  fs::remove_all(p.parent_path());
+}
+
+}  // namespace
+}  // namespace squeeze::eval

@@ -2,6 +2,7 @@
 // on the tiny model the JSON report parses and carries the documented fields; `--machine`
 // measures positive limits, caches them, and bench then reports fractions of them.
 #include <gtest/gtest.h>
+#include <unistd.h>
 #include <sys/wait.h>
 
 #include <algorithm>
@@ -32,8 +33,10 @@ std::string slurp(const fs::path& p) {
 }
 
 Result bench(const std::string& args) {
+  // ctest runs each test in its own process, in parallel: names carry the pid.
   const fs::path dir = fs::temp_directory_path();
-  const fs::path out = dir / "squeeze_bench_out.txt", err = dir / "squeeze_bench_err.txt";
+  const std::string id = std::to_string(getpid());
+  const fs::path out = dir / ("squeeze_bench_out_" + id), err = dir / ("squeeze_bench_err_" + id);
   const std::string cmd = std::string(SQUEEZE_BINARY) + " bench " + args + " >" + out.string() +
                           " 2>" + err.string() + " </dev/null";
   const int status = std::system(cmd.c_str());
@@ -49,7 +52,7 @@ void expect_clean_error(const Result& r, const std::string& needle) {
 
 const std::string& tiny() {
   static const std::string path = [] {
-    const fs::path p = fs::temp_directory_path() / "squeeze_bench_cli_tiny.gguf";
+    const fs::path p = fs::temp_directory_path() / ("squeeze_bench_cli_tiny_" + std::to_string(getpid()) + ".gguf");
     testing::write_tiny_model(p.string());
     return p.string();
   }();
@@ -58,7 +61,7 @@ const std::string& tiny() {
 
 // A machine file in a fresh temporary directory, so tests never touch ~/.cache.
 std::string machine_file(const std::string& name) {
-  const fs::path d = fs::temp_directory_path() / ("squeeze_bench_cli_" + name);
+  const fs::path d = fs::temp_directory_path() / ("squeeze_bench_cli_" + name + "_" + std::to_string(getpid()));
   fs::remove_all(d);
   return (d / "machine.json").string();
 }

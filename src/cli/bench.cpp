@@ -101,7 +101,8 @@ int cmd_bench(int argc, char** argv) {
 
     bo.warmup = !no_warmup;
     const std::vector<eval::BenchTest> tests = eval::bench_tests(bo);
-    const std::optional<eval::Roof> roof = find_roof(roof_gbs, roof_gflops, machine_file, n_threads);
+    const std::optional<eval::Roof> roof =
+        find_roof(roof_gbs, roof_gflops, machine_file, n_threads);
     const std::string path = resolve_model_path(model_path);
     auto model = model::Model::load(path);
     const int64_t n_ctx = eval::bench_ctx_size(tests);

@@ -2,7 +2,6 @@
 // on the tiny model the JSON report parses and carries the documented fields; `--machine`
 // measures positive limits, caches them, and bench then reports fractions of them.
 #include <gtest/gtest.h>
-#include <unistd.h>
 #include <sys/wait.h>
 
 #include <algorithm>
@@ -12,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "temp_dir.h"
 #include "tiny_model.h"
 
 namespace squeeze {
@@ -32,11 +32,9 @@ std::string slurp(const fs::path& p) {
   return ss.str();
 }
 
+
 Result bench(const std::string& args) {
-  // ctest runs each test in its own process, in parallel: names carry the pid.
-  const fs::path dir = fs::temp_directory_path();
-  const std::string id = std::to_string(getpid());
-  const fs::path out = dir / ("squeeze_bench_out_" + id), err = dir / ("squeeze_bench_err_" + id);
+  const fs::path out = testing::temp_path("bench_out"), err = testing::temp_path("bench_err");
   const std::string cmd = std::string(SQUEEZE_BINARY) + " bench " + args + " >" + out.string() +
                           " 2>" + err.string() + " </dev/null";
   const int status = std::system(cmd.c_str());
@@ -52,7 +50,7 @@ void expect_clean_error(const Result& r, const std::string& needle) {
 
 const std::string& tiny() {
   static const std::string path = [] {
-    const fs::path p = fs::temp_directory_path() / ("squeeze_bench_cli_tiny_" + std::to_string(getpid()) + ".gguf");
+    const fs::path p = testing::temp_path("bench_cli_tiny.gguf");
     testing::write_tiny_model(p.string());
     return p.string();
   }();
@@ -61,7 +59,7 @@ const std::string& tiny() {
 
 // A machine file in a fresh temporary directory, so tests never touch ~/.cache.
 std::string machine_file(const std::string& name) {
-  const fs::path d = fs::temp_directory_path() / ("squeeze_bench_cli_" + name + "_" + std::to_string(getpid()));
+  const fs::path d = testing::temp_path("bench_cli_" + name);
   fs::remove_all(d);
   return (d / "machine.json").string();
 }
@@ -124,7 +122,8 @@ TEST(BenchCli, JsonOnTinyModel) {
 
 TEST(BenchCli, MachineProbeIsCachedAndUsed) {
   const std::string file = machine_file("probe");
-  const Result p = bench("--machine --probe-mib 8 --probe-quick -t 2 --json --machine-file " + file);
+  const Result p =
+      bench("--machine --probe-mib 8 --probe-quick -t 2 --json --machine-file " + file);
   ASSERT_EQ(p.rc, 0) << p.err;
   const json m = json::parse(p.out);
   ASSERT_EQ(m["by_threads"].size(), 2u);

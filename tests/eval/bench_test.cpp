@@ -15,6 +15,7 @@
 #include "eval/machine_kernels.h"
 #include "model/context.h"
 #include "model/model.h"
+#include "temp_dir.h"
 #include "tiny_model.h"
 
 namespace squeeze::eval {
@@ -22,8 +23,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
+
 std::string tiny_model_path() {
-  const fs::path p = fs::temp_directory_path() / "squeeze_bench_tiny.gguf";
+  const fs::path p = testing::temp_path("bench_tiny.gguf");
   testing::write_tiny_model(p.string());
   return p.string();
 }
@@ -155,7 +157,7 @@ TEST(MachineProbe, ReadKernelsAgreeOnTheChecksum) {
 #endif
 
 TEST(MachineFile, RoundTripMergeAndErrors) {
-  const fs::path p = fs::temp_directory_path() / "squeeze_bench_machine" / "machine.json";
+  const fs::path p = fs::path(testing::temp_path("bench_machine")) / "machine.json";
   fs::remove_all(p.parent_path());
   EXPECT_FALSE(read_machine_file(p.string()).has_value());
   EXPECT_FALSE(cached_limits(p.string(), Isa::Scalar, 1).has_value());

@@ -125,6 +125,10 @@ KernelTable make_avx2_table() {
   const KernelTable scalar = make_scalar_table();
   for (size_t i = 0; i < t.size(); ++i) t[i].quantize_row_ref = scalar[i].quantize_row_ref;
   at(DType::Q4_0).vec_dot_repacked = vec_dot_q4_0_repacked;
+  at(DType::Q4_0).gemm = gemm_q4_0;
+  at(DType::Q4_0).gemm_repacked = gemm_q4_0_repacked;
+  at(DType::Q4_1).gemm = gemm_q4_1;
+  at(DType::Q8_0).gemm = gemm_q8_0;
 #endif
   return t;
 }

@@ -74,6 +74,9 @@ const FormatInfo* format_by_name(std::string_view name);
 // or the type id is unknown.
 size_t row_bytes(DType type, int64_t n);
 
+using GemmFn = void (*)(int64_t n, const void* w, size_t w_stride, int64_t n_rows, const void* x,
+                       size_t x_stride, int64_t n_tokens, float* y, int64_t y_stride);
+
 // The kernels of one format on one ISA. All take whole rows: n is a multiple of the block size.
 struct Kernels {
   // dst[0..n) = decoded src.
@@ -96,6 +99,14 @@ struct Kernels {
   // gemv/gemm_q4_0_8x8_q8_0 add each block's whole int sum with one fused multiply-add, where
   // vec_dot splits a block into 8 lanes). Null where llama.cpp does not repack the format.
   float (*vec_dot_repacked)(int64_t n, const void* w, const void* x) = nullptr;
+  // Tiled product of n_rows weight rows (row r at w + r * w_stride bytes) with n_tokens
+  // activation rows (token t at x + t * x_stride bytes, in vec_dot_type):
+  //   y[t * y_stride + r] = vec_dot(n, row r, token t)
+  // bit for bit (gemm_repacked: = vec_dot_repacked), only faster: decoded weight blocks are
+  // shared across tokens, activation blocks across rows, and weights are prefetched. Null
+  // where a format has none (ops::matmul then loops over vec_dot).
+  GemmFn gemm = nullptr;
+  GemmFn gemm_repacked = nullptr;
 };
 
 // llama.cpp repacks a matrix of a format with vec_dot_repacked when its row count is a

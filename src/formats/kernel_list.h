@@ -5,6 +5,7 @@
 // of the block size) and follows the Kernels signatures of format.h.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 namespace squeeze::formats {
@@ -84,6 +85,16 @@ void dequantize_q4_k(const void* src, float* dst, int64_t n);
 float vec_dot_q4_k(int64_t n, const void* w, const void* x);
 void dequantize_q6_k(const void* src, float* dst, int64_t n);
 float vec_dot_q6_k(int64_t n, const void* w, const void* x);
+
+// Tiled products (avx2_gemm.cpp), bit-identical to loops of the vec_dot above.
+void gemm_q4_0(int64_t n, const void* w, size_t ws, int64_t n_rows, const void* x, size_t xs,
+               int64_t n_tokens, float* y, int64_t ys);
+void gemm_q4_0_repacked(int64_t n, const void* w, size_t ws, int64_t n_rows, const void* x,
+                        size_t xs, int64_t n_tokens, float* y, int64_t ys);
+void gemm_q4_1(int64_t n, const void* w, size_t ws, int64_t n_rows, const void* x, size_t xs,
+               int64_t n_tokens, float* y, int64_t ys);
+void gemm_q8_0(int64_t n, const void* w, size_t ws, int64_t n_rows, const void* x, size_t xs,
+               int64_t n_tokens, float* y, int64_t ys);
 }  // namespace avx2
 
 }  // namespace squeeze::formats

@@ -10,9 +10,9 @@ void matmul(const WeightView& w, const float* x, int64_t n_tokens, int64_t x_str
   const formats::DType xt = info.vec_dot_type;
   const auto& wk = formats::kernels(w.type);
   // Where llama.cpp would repack this matrix, sum in its repacked kernels' order.
-  const auto vec_dot = wk.vec_dot_repacked != nullptr && w.n_rows % formats::kRepackRows == 0
-                           ? wk.vec_dot_repacked
-                           : wk.vec_dot;
+  const bool repacked = wk.vec_dot_repacked != nullptr && w.n_rows % formats::kRepackRows == 0;
+  const auto vec_dot = repacked ? wk.vec_dot_repacked : wk.vec_dot;
+  const formats::GemmFn gemm = repacked ? wk.gemm_repacked : wk.gemm;
   const size_t x_row_bytes = formats::row_bytes(xt, w.n_cols);
 
   // Convert the activations once: [n_tokens, x_row_bytes].
@@ -34,6 +34,16 @@ void matmul(const WeightView& w, const float* x, int64_t n_tokens, int64_t x_str
     xq = buf;
   }
 
+  if (gemm != nullptr) {
+    // The tiled kernel takes a block of rows against every token (weights stay in cache while
+    // the tokens stream by). For one token, chunks of 64 rows keep the threads balanced.
+    const int64_t grain = n_tokens == 1 ? 64 : 16;
+    pool.parallel_for(w.n_rows, grain, [&](int64_t r0, int64_t r1, int) {
+      gemm(w.n_cols, w.row(r0), w.row_bytes, r1 - r0, xq, x_row_bytes, n_tokens, y + r0,
+           y_stride);
+    });
+    return;
+  }
   // Rows are split between threads; within a thread a tile of rows is multiplied by every
   // token before moving on, so the weight tile stays in cache while the tokens stream by.
   constexpr int64_t kRowTile = 16;

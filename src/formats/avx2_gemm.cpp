@@ -1,5 +1,5 @@
 // AVX2 tiled matrix products (Kernels::gemm / gemm_repacked) of Q4_0, Q4_1 and Q8_0 weights
-// with Q8_0 / Q8_1 activations.
+// with Q8_0 / Q8_1 activations, and of F16 weights with F16 activations.
 //
 // Every output is summed in exactly the order of the format's vec_dot (or vec_dot_repacked),
 // so gemm(...) equals a loop of vec_dot calls bit for bit; what changes is the work around it:
@@ -86,12 +86,12 @@ inline void tile_lanes(int64_t nb, const uint8_t* w, size_t ws, const uint8_t* x
         _mm_prefetch(reinterpret_cast<const char*>(wr[r] + i) + kPrefetchBytes, _MM_HINT_T0);
       }
       q[r] = F::codes(wr[r][i]);
-      dw[r] = _mm256_set1_ps(half_to_float(wr[r][i].d));
+      dw[r] = broadcast_half(wr[r][i].d);
       if (F::kHasMin) mw[r] = F::m(wr[r][i]);
     }
     for (int t = 0; t < RN; ++t) {
       const __m256i xq = load32(xr[t][i].qs);
-      const __m256 dx = _mm256_set1_ps(half_to_float(xr[t][i].d));
+      const __m256 dx = broadcast_half(xr[t][i].d);
       const float sx = F::kHasMin ? F::s(xr[t][i]) : 0.0f;
       for (int r = 0; r < RM; ++r) {
         // d_w * d_x in every lane: the same float product vec_dot broadcasts.
@@ -157,7 +157,30 @@ inline void tile_repacked_2x4(int64_t nb, const uint8_t* w, size_t ws, const uin
   }
 }
 
-// RM rows x 1 token (decode), or any small remainder: scalar accumulators.
+// 8 rows x 1 token (decode); lane r holds row r.
+inline void tile_repacked_8x1(int64_t nb, const uint8_t* w, size_t ws, const uint8_t* x, size_t,
+                              float* y, int64_t) {
+  const BlockQ4_0* wr[8];
+  for (int r = 0; r < 8; ++r) wr[r] = reinterpret_cast<const BlockQ4_0*>(w + r * ws);
+  const BlockQ8_0* xb = reinterpret_cast<const BlockQ8_0*>(x);
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t i = 0; i < nb; ++i) {
+    const __m256i xq = load32(xb[i].qs);
+    __m256i p[8];
+    alignas(16) uint16_t dh[8];
+    for (int r = 0; r < 8; ++r) {
+      _mm_prefetch(reinterpret_cast<const char*>(wr[r] + i) + kPrefetchBytes, _MM_HINT_T0);
+      p[r] = dot_i8_i8(Q4_0Fmt::codes(wr[r][i]), xq);
+      dh[r] = wr[r][i].d;
+    }
+    const __m256 dw = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(dh)));
+    const __m256 d = _mm256_mul_ps(dw, _mm256_set1_ps(half_to_float(xb[i].d)));
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(reduce8(p)), d, acc);
+  }
+  _mm256_storeu_ps(y, acc);
+}
+
+// RM rows x RN tokens, for the edges: scalar accumulators.
 template <int RM, int RN>
 inline void tile_repacked(int64_t nb, const uint8_t* w, size_t ws, const uint8_t* x, size_t xs,
                           float* y, int64_t ys) {
@@ -197,7 +220,7 @@ using TileFn = void (*)(int64_t, const uint8_t*, size_t, const uint8_t*, size_t,
 
 // big: RM x RN; row_edge: 1 x RN; tok_edge: RM x 1; one: 1 x 1; gemv: DM x 1 for one token.
 template <int RM, int RN, int DM>
-void drive(int64_t n, const void* w, size_t ws, int64_t n_rows, const void* x, size_t xs,
+inline void drive(int64_t n, const void* w, size_t ws, int64_t n_rows, const void* x, size_t xs,
            int64_t n_tokens, float* y, int64_t ys, TileFn big, TileFn row_edge, TileFn tok_edge,
            TileFn one, TileFn gemv) {
   const int64_t nb = n / kBlock32;
@@ -232,7 +255,79 @@ void gemm_lanes(int64_t n, const void* w, size_t ws, int64_t n_rows, const void*
                  tile_lanes<F, 4, 1>);
 }
 
+// ---- F16 x F16: one 8-lane accumulator per output over k in steps of 8, then the horizontal
+// sum (tinyBLAS's order, which llama.cpp uses for F16 batches); not vec_dot_f16's 4 x 8 lanes,
+// so equal to it only within float rounding (the float formats' dot products are not bit-exact
+// across paths anyway: the scalar twin sums in double).
+
+inline __m256 load_f16x8(const uint16_t* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+
+template <int RM, int RN>
+inline void tile_f16(int64_t n, const uint8_t* w, size_t ws, const uint8_t* x, size_t xs,
+                     float* y, int64_t ys) {
+  const uint16_t* wr[RM];
+  const uint16_t* xr[RN];
+  for (int r = 0; r < RM; ++r) wr[r] = reinterpret_cast<const uint16_t*>(w + r * ws);
+  for (int t = 0; t < RN; ++t) xr[t] = reinterpret_cast<const uint16_t*>(x + t * xs);
+  __m256 acc[RM][RN];
+  for (int r = 0; r < RM; ++r) {
+    for (int t = 0; t < RN; ++t) acc[r][t] = _mm256_setzero_ps();
+  }
+  for (int64_t k = 0; k < n; k += 8) {
+    __m256 a[RM];
+    for (int r = 0; r < RM; ++r) {
+      if (RN == 1) _mm_prefetch(reinterpret_cast<const char*>(wr[r] + k) + kPrefetchBytes, _MM_HINT_T0);
+      a[r] = load_f16x8(wr[r] + k);
+    }
+    for (int t = 0; t < RN; ++t) {
+      const __m256 b = load_f16x8(xr[t] + k);
+      for (int r = 0; r < RM; ++r) acc[r][t] = _mm256_fmadd_ps(a[r], b, acc[r][t]);
+    }
+  }
+  for (int r = 0; r < RM; ++r) {
+    for (int t = 0; t < RN; ++t) y[t * ys + r] = hsum(acc[r][t]);
+  }
+}
+
+// n a multiple of 8 (the matmul shapes); other n take the plain dot.
+void gemm_f16_8(int64_t n, const void* w, size_t ws, int64_t n_rows, const void* x, size_t xs,
+                int64_t n_tokens, float* y, int64_t ys) {
+  const uint8_t* wb = static_cast<const uint8_t*>(w);
+  const uint8_t* xb = static_cast<const uint8_t*>(x);
+  if (n_tokens == 1) {
+    int64_t r = 0;
+    for (; r + 4 <= n_rows; r += 4) tile_f16<4, 1>(n, wb + r * ws, ws, xb, xs, y + r, ys);
+    for (; r < n_rows; ++r) tile_f16<1, 1>(n, wb + r * ws, ws, xb, xs, y + r, ys);
+    return;
+  }
+  int64_t r = 0;
+  for (; r + 4 <= n_rows; r += 4) {
+    int64_t t = 0;
+    for (; t + 2 <= n_tokens; t += 2) tile_f16<4, 2>(n, wb + r * ws, ws, xb + t * xs, xs, y + t * ys + r, ys);
+    for (; t < n_tokens; ++t) tile_f16<4, 1>(n, wb + r * ws, ws, xb + t * xs, xs, y + t * ys + r, ys);
+  }
+  for (; r < n_rows; ++r) {
+    for (int64_t t = 0; t < n_tokens; ++t) tile_f16<1, 1>(n, wb + r * ws, ws, xb + t * xs, xs, y + t * ys + r, ys);
+  }
+}
+
 }  // namespace
+
+void gemm_f16(int64_t n, const void* w, size_t ws, int64_t n_rows, const void* x, size_t xs,
+              int64_t n_tokens, float* y, int64_t ys) {
+  if (n % 8 == 0) {
+    gemm_f16_8(n, w, ws, n_rows, x, xs, n_tokens, y, ys);
+    return;
+  }
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    for (int64_t r = 0; r < n_rows; ++r) {
+      y[t * ys + r] = vec_dot_f16(n, static_cast<const uint8_t*>(w) + r * ws,
+                                  static_cast<const uint8_t*>(x) + t * xs);
+    }
+  }
+}
 
 void gemm_q4_0(int64_t n, const void* w, size_t ws, int64_t n_rows, const void* x, size_t xs,
                int64_t n_tokens, float* y, int64_t ys) {
@@ -251,9 +346,9 @@ void gemm_q8_0(int64_t n, const void* w, size_t ws, int64_t n_rows, const void* 
 
 void gemm_q4_0_repacked(int64_t n, const void* w, size_t ws, int64_t n_rows, const void* x,
                         size_t xs, int64_t n_tokens, float* y, int64_t ys) {
-  drive<2, 4, 4>(n, w, ws, n_rows, x, xs, n_tokens, y, ys, tile_repacked_2x4,
+  drive<2, 4, 8>(n, w, ws, n_rows, x, xs, n_tokens, y, ys, tile_repacked_2x4,
                  tile_repacked<1, 4>, tile_repacked<2, 1>, tile_repacked<1, 1>,
-                 tile_repacked<4, 1>);
+                 tile_repacked_8x1);
 }
 
 }  // namespace squeeze::formats::avx2

@@ -40,10 +40,17 @@ static inline float hmax(__m256 v) {
 static inline __m256 abs_ps(__m256 v) { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v); }
 
 // 16 bytes of nibbles -> 32 bytes in [0, 15]: low nibbles in bytes 0..15, high in 16..31.
+// (The 16 bytes are broadcast to both halves by the load; one variable shift moves the high
+// half's nibbles down.)
 static inline __m256i unpack_nibbles(const uint8_t* p) {
-  const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-  const __m256i both = _mm256_set_m128i(_mm_srli_epi16(packed, 4), packed);
-  return _mm256_and_si256(both, _mm256_set1_epi8(0x0F));
+  const __m256i both = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  return _mm256_and_si256(_mm256_srlv_epi64(both, _mm256_setr_epi64x(0, 0, 4, 4)),
+                          _mm256_set1_epi8(0x0F));
+}
+
+// A half-precision value converted and broadcast to 8 floats.
+static inline __m256 broadcast_half(uint16_t h) {
+  return _mm256_cvtph_ps(_mm_set1_epi16(static_cast<short>(h)));
 }
 
 // 32 bits (little-endian at p) -> 32 bytes, 0xFF where the bit is set, else 0.

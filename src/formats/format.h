@@ -102,7 +102,8 @@ struct Kernels {
   // Tiled product of n_rows weight rows (row r at w + r * w_stride bytes) with n_tokens
   // activation rows (token t at x + t * x_stride bytes, in vec_dot_type):
   //   y[t * y_stride + r] = vec_dot(n, row r, token t)
-  // bit for bit (gemm_repacked: = vec_dot_repacked), only faster: decoded weight blocks are
+  // bit for bit (gemm_repacked: = vec_dot_repacked; F16: within float rounding, summed in
+  // llama.cpp's batch order, one 8-lane accumulator per output), only faster: decoded weight blocks are
   // shared across tokens, activation blocks across rows, and weights are prefetched. Null
   // where a format has none (ops::matmul then loops over vec_dot).
   GemmFn gemm = nullptr;

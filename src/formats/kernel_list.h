@@ -95,6 +95,9 @@ void gemm_q4_1(int64_t n, const void* w, size_t ws, int64_t n_rows, const void* 
                int64_t n_tokens, float* y, int64_t ys);
 void gemm_q8_0(int64_t n, const void* w, size_t ws, int64_t n_rows, const void* x, size_t xs,
                int64_t n_tokens, float* y, int64_t ys);
+// Within float rounding of vec_dot_f16 (a different summation order; see avx2_gemm.cpp).
+void gemm_f16(int64_t n, const void* w, size_t ws, int64_t n_rows, const void* x, size_t xs,
+              int64_t n_tokens, float* y, int64_t ys);
 }  // namespace avx2
 
 }  // namespace squeeze::formats

@@ -147,9 +147,8 @@ void forward_llama(const Model& m, KvCache& kv, ForwardScratch& s, ThreadPool& p
       ops::rms_norm(x + t * n_embd, L.attn_norm, n_embd, hp.rms_eps, s.xn.data() + t * n_embd);
     }
     cb("attn_norm", li, s.xn.data(), n, n_embd);
-    mm(L.wq, s.xn.data(), s.q.data());
-    mm(L.wk, s.xn.data(), s.k.data());
-    mm(L.wv, s.xn.data(), s.v.data());
+    ops::matmul({{&L.wq, s.q.data(), n_q}, {&L.wk, s.k.data(), n_kv}, {&L.wv, s.v.data(), n_kv}},
+                s.xn.data(), n, n_embd, pool, s.mm);
     for (int64_t t = 0; t < n; ++t) {
       rope.apply(s.q.data() + t * n_q, static_cast<int>(hp.n_head), static_cast<int>(hp.head_dim),
                  a.pos0 + t);
@@ -177,8 +176,8 @@ void forward_llama(const Model& m, KvCache& kv, ForwardScratch& s, ThreadPool& p
       ops::rms_norm(x + t * n_embd, L.ffn_norm, n_embd, hp.rms_eps, s.xn.data() + t * n_embd);
     }
     cb("ffn_norm", li, s.xn.data(), n, n_embd);
-    mm(L.ffn_gate, s.xn.data(), s.gate.data());
-    mm(L.ffn_up, s.xn.data(), s.up.data());
+    ops::matmul({{&L.ffn_gate, s.gate.data(), hp.n_ff}, {&L.ffn_up, s.up.data(), hp.n_ff}},
+                s.xn.data(), n, n_embd, pool, s.mm);
     ops::swiglu(s.gate.data(), s.up.data(), n * hp.n_ff, s.gate.data());
     cb("ffn_act", li, s.gate.data(), n, hp.n_ff);
     mm(L.ffn_down, s.gate.data(), s.proj.data());

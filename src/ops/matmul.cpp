@@ -1,30 +1,77 @@
 #include "ops/matmul.h"
 
 #include <algorithm>
+#include <array>
+
+#include "core/error.h"
 
 namespace squeeze::ops {
 
-void matmul(const WeightView& w, const float* x, int64_t n_tokens, int64_t x_stride, float* y,
-            int64_t y_stride, ThreadPool& pool, MatmulScratch& scratch) {
-  const auto& info = formats::format_info(w.type);
-  const formats::DType xt = info.vec_dot_type;
-  const auto& wk = formats::kernels(w.type);
-  // Where llama.cpp would repack this matrix, sum in its repacked kernels' order.
-  const bool repacked = wk.vec_dot_repacked != nullptr && w.n_rows % formats::kRepackRows == 0;
-  const auto vec_dot = repacked ? wk.vec_dot_repacked : wk.vec_dot;
-  const formats::GemmFn gemm = repacked ? wk.gemm_repacked : wk.gemm;
-  const size_t x_row_bytes = formats::row_bytes(xt, w.n_cols);
+namespace {
+
+constexpr size_t kMaxGroup = 4;
+
+// How one matrix of a group is multiplied: the kernel and where its rows go.
+struct Plan {
+  const WeightView* w;
+  float* y;
+  int64_t y_stride;
+  formats::GemmFn gemm;                                  // or null: loop over vec_dot
+  float (*vec_dot)(int64_t, const void*, const void*);
+  int64_t first_chunk;                                   // chunks [first_chunk, next plan's)
+  int64_t rows_per_chunk;
+};
+
+// Rows [r0, r1) of one matrix against every token.
+void run_rows(const Plan& p, const uint8_t* xq, size_t x_row_bytes, int64_t n_tokens, int64_t r0,
+              int64_t r1) {
+  const WeightView& w = *p.w;
+  if (p.gemm != nullptr) {
+    p.gemm(w.n_cols, w.row(r0), w.row_bytes, r1 - r0, xq, x_row_bytes, n_tokens, p.y + r0,
+           p.y_stride);
+    return;
+  }
+  // A tile of rows is multiplied by every token before moving on, so the weight tile stays in
+  // cache while the tokens stream by.
+  constexpr int64_t kRowTile = 16;
+  for (int64_t rt = r0; rt < r1; rt += kRowTile) {
+    const int64_t rt_end = std::min(r1, rt + kRowTile);
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      const uint8_t* xrow = xq + t * x_row_bytes;
+      float* yrow = p.y + t * p.y_stride;
+      for (int64_t r = rt; r < rt_end; ++r) yrow[r] = p.vec_dot(w.n_cols, w.row(r), xrow);
+    }
+  }
+}
+
+}  // namespace
+
+void matmul(std::initializer_list<MatmulOut> outs, const float* x, int64_t n_tokens,
+            int64_t x_stride, ThreadPool& pool, MatmulScratch& scratch) {
+  if (outs.size() == 0 || n_tokens <= 0) return;
+  const WeightView& w0 = *outs.begin()->w;
+  const formats::DType xt = formats::format_info(w0.type).vec_dot_type;
+  bool shared = outs.size() <= kMaxGroup;
+  for (const MatmulOut& o : outs) {
+    shared = shared && o.w->n_cols == w0.n_cols && formats::format_info(o.w->type).vec_dot_type == xt;
+  }
+  if (!shared) {
+    for (const MatmulOut& o : outs) matmul(*o.w, x, n_tokens, x_stride, o.y, o.y_stride, pool, scratch);
+    return;
+  }
+  const int64_t n_cols = w0.n_cols;
+  const size_t x_row_bytes = formats::row_bytes(xt, n_cols);
 
   // Convert the activations once: [n_tokens, x_row_bytes].
   const uint8_t* xq;
-  if (xt == formats::DType::F32 && x_stride == w.n_cols) {
+  if (xt == formats::DType::F32 && x_stride == n_cols) {
     xq = reinterpret_cast<const uint8_t*>(x);
   } else {
     const auto& xk = formats::kernels(xt);
     scratch.quantized.resize(x_row_bytes * n_tokens);
     uint8_t* buf = scratch.quantized.data();
     auto convert = [&](int64_t t0, int64_t t1, int) {
-      for (int64_t t = t0; t < t1; ++t) xk.quantize_row(x + t * x_stride, buf + t * x_row_bytes, w.n_cols);
+      for (int64_t t = t0; t < t1; ++t) xk.quantize_row(x + t * x_stride, buf + t * x_row_bytes, n_cols);
     };
     if (n_tokens >= pool.size()) {
       pool.parallel_for(n_tokens, 1, convert);
@@ -34,30 +81,39 @@ void matmul(const WeightView& w, const float* x, int64_t n_tokens, int64_t x_str
     xq = buf;
   }
 
-  if (gemm != nullptr) {
-    // The tiled kernel takes a block of rows against every token (weights stay in cache while
-    // the tokens stream by). For one token, chunks of 64 rows keep the threads balanced.
-    const int64_t grain = n_tokens == 1 ? 64 : 16;
-    pool.parallel_for(w.n_rows, grain, [&](int64_t r0, int64_t r1, int) {
-      gemm(w.n_cols, w.row(r0), w.row_bytes, r1 - r0, xq, x_row_bytes, n_tokens, y + r0,
-           y_stride);
-    });
-    return;
+  // Chunks of rows, each within one matrix. One token (decode): 64 rows a chunk, enough
+  // chunks to balance the threads; many tokens: about 8 chunks per thread over all rows, in
+  // multiples of 16 rows (the kernels' tiles).
+  int64_t total_rows = 0;
+  for (const MatmulOut& o : outs) total_rows += o.w->n_rows;
+  const int64_t per_chunk =
+      n_tokens == 1 ? 64
+                    : std::max<int64_t>(16, (total_rows / (8 * pool.size()) + 15) / 16 * 16);
+  std::array<Plan, kMaxGroup> plans;
+  size_t n_plans = 0;
+  int64_t n_chunks = 0;
+  for (const MatmulOut& o : outs) {
+    const auto& wk = formats::kernels(o.w->type);
+    // Where llama.cpp would repack this matrix, sum in its repacked kernels' order.
+    const bool repacked = wk.vec_dot_repacked != nullptr && o.w->n_rows % formats::kRepackRows == 0;
+    Plan& p = plans[n_plans++];
+    p = {o.w, o.y, o.y_stride, repacked ? wk.gemm_repacked : wk.gemm,
+         repacked ? wk.vec_dot_repacked : wk.vec_dot, n_chunks, per_chunk};
+    n_chunks += (o.w->n_rows + per_chunk - 1) / per_chunk;
   }
-  // Rows are split between threads; within a thread a tile of rows is multiplied by every
-  // token before moving on, so the weight tile stays in cache while the tokens stream by.
-  constexpr int64_t kRowTile = 16;
-  auto body = [&](int64_t r0, int64_t r1, int) {
-    for (int64_t rt = r0; rt < r1; rt += kRowTile) {
-      const int64_t rt_end = std::min(r1, rt + kRowTile);
-      for (int64_t t = 0; t < n_tokens; ++t) {
-        const uint8_t* xrow = xq + t * x_row_bytes;
-        float* yrow = y + t * y_stride;
-        for (int64_t r = rt; r < rt_end; ++r) yrow[r] = vec_dot(w.n_cols, w.row(r), xrow);
-      }
-    }
-  };
-  pool.parallel_for(w.n_rows, kRowTile, body);
+  pool.run_chunks(n_chunks, [&](int64_t c, int) {
+    size_t i = 0;
+    while (i + 1 < n_plans && plans[i + 1].first_chunk <= c) ++i;
+    const Plan& p = plans[i];
+    const int64_t r0 = (c - p.first_chunk) * p.rows_per_chunk;
+    const int64_t r1 = std::min(p.w->n_rows, r0 + p.rows_per_chunk);
+    run_rows(p, xq, x_row_bytes, n_tokens, r0, r1);
+  });
+}
+
+void matmul(const WeightView& w, const float* x, int64_t n_tokens, int64_t x_stride, float* y,
+            int64_t y_stride, ThreadPool& pool, MatmulScratch& scratch) {
+  matmul({MatmulOut{&w, y, y_stride}}, x, n_tokens, x_stride, pool, scratch);
 }
 
 void dequantize_row(const WeightView& w, int64_t r, float* dst) {

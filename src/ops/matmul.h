@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <vector>
 
 #include "core/thread_pool.h"
@@ -14,6 +15,13 @@ struct MatmulScratch {
   std::vector<uint8_t> quantized;
 };
 
+// One product of a group: y[t, r] = sum_c w[r, c] * x[t, c], y with row stride y_stride.
+struct MatmulOut {
+  const WeightView* w;
+  float* y;
+  int64_t y_stride;
+};
+
 // y[t, r] = sum_c W[r, c] * x[t, c]  for t < n_tokens, r < W.n_rows.
 //   x: [n_tokens, W.n_cols] floats, row stride x_stride (elements)
 //   y: [n_tokens, W.n_rows] floats, row stride y_stride (elements)
@@ -21,6 +29,12 @@ struct MatmulScratch {
 // then rows are split across the pool's threads.
 void matmul(const WeightView& w, const float* x, int64_t n_tokens, int64_t x_stride, float* y,
             int64_t y_stride, ThreadPool& pool, MatmulScratch& scratch);
+
+// Several products of the same input (q, k and v; gate and up): where the matrices share a
+// format, the activations are converted once and all their rows are split across the threads
+// in one parallel region. Results equal separate matmul calls bit for bit.
+void matmul(std::initializer_list<MatmulOut> outs, const float* x, int64_t n_tokens,
+            int64_t x_stride, ThreadPool& pool, MatmulScratch& scratch);
 
 // Dequantizes row `r` of W into dst[0..W.n_cols).
 void dequantize_row(const WeightView& w, int64_t r, float* dst);

@@ -13,6 +13,23 @@ bool cpu_has_avx2() {
          __builtin_cpu_supports("f16c");
 }
 
+bool cpu_has_avx512() {
+  __builtin_cpu_init();
+  // __builtin_cpu_supports also checks that the OS saves the ZMM and mask registers.
+  return cpu_has_avx2() && __builtin_cpu_supports("avx512f") &&
+         __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+         __builtin_cpu_supports("avx512vnni");
+}
+
+bool cpu_supports(Isa isa) {
+  switch (isa) {
+    case Isa::Scalar: return true;
+    case Isa::Avx2: return cpu_has_avx2();
+    case Isa::Avx512: return cpu_has_avx512();
+  }
+  return false;
+}
+
 static Isa detect_isa() {
   const char* forced = std::getenv("SQUEEZE_ISA");
   if (forced != nullptr && *forced != '\0') {
@@ -22,8 +39,15 @@ static Isa detect_isa() {
       if (!cpu_has_avx2()) throw UsageError("SQUEEZE_ISA=avx2 but this CPU lacks AVX2/FMA/F16C");
       return Isa::Avx2;
     }
-    throw UsageError("SQUEEZE_ISA must be 'scalar' or 'avx2', got '" + f + "'");
+    if (f == "avx512") {
+      if (!cpu_has_avx512()) {
+        throw UsageError("SQUEEZE_ISA=avx512 but this CPU lacks AVX-512 F/BW/VL/VNNI");
+      }
+      return Isa::Avx512;
+    }
+    throw UsageError("SQUEEZE_ISA must be 'scalar', 'avx2' or 'avx512', got '" + f + "'");
   }
+  if (cpu_has_avx512()) return Isa::Avx512;
   return cpu_has_avx2() ? Isa::Avx2 : Isa::Scalar;
 }
 
@@ -36,6 +60,7 @@ std::string_view isa_name(Isa isa) {
   switch (isa) {
     case Isa::Scalar: return "scalar";
     case Isa::Avx2: return "avx2";
+    case Isa::Avx512: return "avx512";
   }
   return "?";
 }

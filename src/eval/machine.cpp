@@ -50,7 +50,7 @@ struct alignas(64) Sink {
 };
 
 bool use_avx2(Isa isa) {
-  if (isa != Isa::Avx2) return false;
+  if (!uses_avx2(isa)) return false;  // the AVX-512 tier probes with the AVX2 code
   if (!SQUEEZE_HAVE_AVX2_PROBE || !cpu_has_avx2()) {
     throw UsageError("the AVX2 machine probe needs an x86-64 CPU with AVX2 and FMA");
   }

@@ -134,6 +134,19 @@ KernelTable make_avx2_table() {
   return t;
 }
 
+// The AVX2 table with the tiled integer products replaced by their AVX-512 VNNI versions.
+KernelTable make_avx512_table() {
+  KernelTable t = make_avx2_table();
+#if SQUEEZE_HAVE_AVX2_KERNELS
+  auto at = [&](DType type) -> Kernels& { return t[static_cast<uint32_t>(type)]; };
+  using namespace avx512;
+  at(DType::Q4_0).gemm_repacked = gemm_q4_0_repacked;
+  at(DType::Q4_1).gemm = gemm_q4_1;
+  at(DType::Q8_0).gemm = gemm_q8_0;
+#endif
+  return t;
+}
+
 std::string lower(std::string_view s) {
   std::string out(s);
   for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -176,13 +189,15 @@ size_t row_bytes(DType type, int64_t n) {
 const Kernels& kernels(DType type, Isa isa) {
   const FormatInfo& info = format_info(type);
   if (!info.supported) throw FormatError("unsupported tensor format " + std::string(info.name));
-  static const bool has_avx2 = cpu_has_avx2();
-  if (isa == Isa::Avx2 && !has_avx2) {
-    throw UsageError("AVX2 kernels asked for on a CPU without AVX2");
+  if (!cpu_supports(isa)) {
+    throw UsageError(std::string(isa_name(isa)) + " kernels asked for on a CPU without " +
+                     std::string(isa_name(isa)));
   }
   static const KernelTable scalar_table = make_scalar_table();
   static const KernelTable avx2_table = make_avx2_table();
-  const KernelTable& table = isa == Isa::Avx2 ? avx2_table : scalar_table;
+  static const KernelTable avx512_table = make_avx512_table();
+  const KernelTable& table =
+      isa == Isa::Avx512 ? avx512_table : isa == Isa::Avx2 ? avx2_table : scalar_table;
   return table[static_cast<uint32_t>(type)];
 }
 

@@ -21,8 +21,9 @@ void attention(const AttentionShape& shape, const float* q, int64_t n_tokens, in
   const int64_t kv_stride = static_cast<int64_t>(shape.n_head_kv) * hd;
   const int group = shape.n_head / shape.n_head_kv;
   const int64_t n_ctx_used = pos0 + n_tokens;
-  // Per thread: scores [n_ctx_used], q in half [hd], the 32 partial sums of P.V [32, hd].
-  const int64_t per_thread = n_ctx_used + hd + 32 * hd;
+  // Per thread: scores [n_ctx_used], q in half [hd], the 32 partial sums of P.V [32, hd],
+  // the scores in half [n_ctx_used] (floats hold two halves: the half counts are rounded up).
+  const int64_t per_thread = n_ctx_used + hd + 32 * hd + (n_ctx_used + 1) / 2;
   scratch.per_thread.resize(static_cast<size_t>(per_thread) * pool.size());
 
   const auto& f16k = formats::kernels(formats::DType::F16);
@@ -33,6 +34,7 @@ void attention(const AttentionShape& shape, const float* q, int64_t n_tokens, in
     float* scores = scratch.per_thread.data() + ith * per_thread;
     auto* q16 = reinterpret_cast<f16_t*>(scores + n_ctx_used);
     float* partial = scores + n_ctx_used + hd;
+    auto* scores16 = reinterpret_cast<f16_t*>(partial + 32 * hd);
     for (int64_t i = i0; i < i1; ++i) {
       const int64_t t = i / shape.n_head;
       const int h = static_cast<int>(i % shape.n_head);
@@ -44,7 +46,8 @@ void attention(const AttentionShape& shape, const float* q, int64_t n_tokens, in
       }
       ak.softmax(scores, n_kv);
       // llama.cpp multiplies V by the probabilities rounded to half floats.
-      for (int64_t j = 0; j < n_kv; ++j) scores[j] = f16_to_f32(f32_to_f16(scores[j]));
+      f16k.quantize_row(scores, scores16, n_kv);
+      f16k.dequantize_row(scores16, scores, n_kv);
       ak.pv(scores, v + hk * hd, kv_stride, n_kv, hd, order, partial, out + t * q_stride + h * hd);
     }
   });

@@ -73,7 +73,7 @@ struct AttentionKernels {
 };
 
 inline AttentionKernels attention_kernels(Isa isa) {
-  if (isa == Isa::Avx2) return {pv_avx2, dot_f16_ordered_avx2, softmax_ggml_avx2, swiglu_avx2};
+  if (uses_avx2(isa)) return {pv_avx2, dot_f16_ordered_avx2, softmax_ggml_avx2, swiglu_avx2};
   return {pv_scalar, dot_f16_ordered, softmax_ggml, swiglu_ggml};
 }
 

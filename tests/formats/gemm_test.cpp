@@ -17,14 +17,15 @@ struct Case {
   DType type;
   bool repacked;
   bool exact = true;  // bit-identical to vec_dot (the integer formats)
+  Isa isa = Isa::Avx2;
 };
 
 class Gemm : public ::testing::TestWithParam<Case> {};
 
 TEST_P(Gemm, EqualsVecDotLoopBitForBit) {
-  if (!cpu_has_avx2()) GTEST_SKIP() << "no AVX2";
   const Case c = GetParam();
-  const auto& k = kernels(c.type, Isa::Avx2);
+  if (!cpu_supports(c.isa)) GTEST_SKIP() << "this CPU lacks " << isa_name(c.isa);
+  const auto& k = kernels(c.type, c.isa);
   const auto& ks = kernels(c.type, Isa::Scalar);
   const GemmFn gemm = c.repacked ? k.gemm_repacked : k.gemm;
   ASSERT_NE(gemm, nullptr);
@@ -33,7 +34,7 @@ TEST_P(Gemm, EqualsVecDotLoopBitForBit) {
   std::mt19937 rng(11);
   std::normal_distribution<float> dist(0.0f, 1.0f);
   for (const int64_t n : {32, 576, 1536}) {
-    for (const int64_t n_rows : {1, 2, 3, 5, 8, 13}) {
+    for (const int64_t n_rows : {1, 2, 3, 5, 8, 13, 20}) {
       for (const int64_t n_tokens : {1, 2, 4, 7, 9}) {
         // Rows and tokens padded by a few bytes, as a strided view would be.
         const size_t ws = row_bytes(c.type, n) + 6;
@@ -79,10 +80,14 @@ TEST_P(Gemm, EqualsVecDotLoopBitForBit) {
 INSTANTIATE_TEST_SUITE_P(Formats, Gemm,
                          ::testing::Values(Case{DType::Q4_0, false}, Case{DType::Q4_0, true},
                                            Case{DType::Q4_1, false}, Case{DType::Q8_0, false},
-                                           Case{DType::F16, false, false}),
+                                           Case{DType::F16, false, false},
+                                           Case{DType::Q4_0, true, true, Isa::Avx512},
+                                           Case{DType::Q4_1, false, true, Isa::Avx512},
+                                           Case{DType::Q8_0, false, true, Isa::Avx512}),
                          [](const auto& info) {
                            return std::string(format_info(info.param.type).name) +
-                                  (info.param.repacked ? "_repacked" : "");
+                                  (info.param.repacked ? "_repacked_" : "_") +
+                                  std::string(isa_name(info.param.isa));
                          });
 
 }  // namespace

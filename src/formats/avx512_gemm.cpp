@@ -1,0 +1,324 @@
+// AVX-512 (F, BW, VL) + VNNI versions of the tiled products of avx2_gemm.cpp, bit-identical to
+// them (and so to loops of vec_dot):
+//  - vpdpbusd computes the same 8 int32 lanes per block as maddubs + madd (no int16
+//    saturation occurs in either: |codes| <= 128, |activations| <= 127);
+//  - a 512-bit register holds two outputs' 8-lane accumulators side by side (two weight rows
+//    against one token), so each instruction advances two outputs in exactly the order of the
+//    256-bit code, and 32 registers hold a 4 x 4 tile without spilling.
+// Called only after cpu_has_avx512() (core/cpu.h).
+#include "formats/avx2_util.h"
+#include "formats/blocks.h"
+#include "formats/kernel_list.h"
+
+namespace squeeze::formats::avx512 {
+namespace {
+
+using avx2::half_to_float;
+using avx2::hsum;
+
+constexpr int kPrefetchBytes = 2048;
+
+inline __m128i load16(const uint8_t* p) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)); }
+inline __m256i load32(const int8_t* p) {
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+}
+
+// Two halves broadcast: 8 lanes of a's value, then 8 of b's.
+inline __m512 halves2(uint16_t a, uint16_t b) {
+  const __m256i h = _mm256_setr_m128i(_mm_set1_epi16(static_cast<short>(a)),
+                                      _mm_set1_epi16(static_cast<short>(b)));
+  return _mm512_cvtph_ps(h);
+}
+
+// Nibbles of two blocks -> 64 codes in [0, 15]: block a's 32 in the low half (low nibbles
+// first), b's in the high half.
+inline __m512i unpack2(const uint8_t* a, const uint8_t* b) {
+  const __m256i lo = _mm256_broadcastsi128_si256(load16(a));
+  const __m256i hi = _mm256_broadcastsi128_si256(load16(b));
+  const __m512i both = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+  return _mm512_and_si512(_mm512_srlv_epi64(both, _mm512_setr_epi64(0, 0, 4, 4, 0, 0, 4, 4)),
+                          _mm512_set1_epi8(0x0F));
+}
+
+inline __m512 dot_lanes(__m512i u, __m512i y) {
+  return _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_setzero_si512(), u, y));
+}
+
+// Half of a 512-bit accumulator summed as avx2::hsum sums an __m256.
+inline float hsum_lo(__m512 v) { return hsum(_mm512_castps512_ps256(v)); }
+inline float hsum_hi(__m512 v) {
+  return hsum(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+}
+
+// ---- Q4_1 x Q8_1 and Q8_0 x Q8_0 in vec_dot's lane order ----
+
+// Weight side of two rows' block i: unsigned codes (Q8_0: |w|, with the sign mask to move
+// onto the activations), and d_w of both rows.
+struct Q4_1Rows {
+  using W = BlockQ4_1;
+  using X = BlockQ8_1;
+  static constexpr bool kHasMin = true;
+  __m512i u;
+  __m512 d;
+  void load(const W& a, const W& b) {
+    u = unpack2(a.qs, b.qs);
+    d = halves2(a.d, b.d);
+  }
+  __m512i act(__m512i y) const { return y; }
+};
+
+struct Q8_0Rows {
+  using W = BlockQ8_0;
+  using X = BlockQ8_0;
+  static constexpr bool kHasMin = false;
+  __m512i u;
+  __mmask64 neg;
+  __m512 d;
+  void load(const W& a, const W& b) {
+    const __m512i w = _mm512_inserti64x4(_mm512_castsi256_si512(load32(a.qs)), load32(b.qs), 1);
+    u = _mm512_abs_epi8(w);
+    neg = _mm512_movepi8_mask(w);
+    d = halves2(a.d, b.d);
+  }
+  // sign(y, w) where w != 0; where w == 0 the code |w| is 0 and y does not matter.
+  __m512i act(__m512i y) const { return _mm512_mask_sub_epi8(y, neg, _mm512_setzero_si512(), y); }
+};
+
+// RM rows (even) x RN tokens. acc[p][t] holds rows 2p (low half) and 2p+1 (high half).
+template <typename R, int RM, int RN>
+inline void tile(int64_t nb, const uint8_t* w, size_t ws, const uint8_t* x, size_t xs, float* y,
+                 int64_t ys) {
+  static_assert(RM % 2 == 0);
+  constexpr int P = RM / 2;
+  using W = typename R::W;
+  using X = typename R::X;
+  const W* wr[RM];
+  const X* xr[RN];
+  for (int r = 0; r < RM; ++r) wr[r] = reinterpret_cast<const W*>(w + r * ws);
+  for (int t = 0; t < RN; ++t) xr[t] = reinterpret_cast<const X*>(x + t * xs);
+  __m512 acc[P][RN];
+  float mins[RM][RN];
+  (void)mins;
+  for (int p = 0; p < P; ++p) {
+    for (int t = 0; t < RN; ++t) acc[p][t] = _mm512_setzero_ps();
+  }
+  for (int r = 0; r < RM; ++r) {
+    for (int t = 0; t < RN; ++t) mins[r][t] = 0.0f;
+  }
+  for (int64_t i = 0; i < nb; ++i) {
+    R rows[P];
+    for (int p = 0; p < P; ++p) {
+      if (RN == 1) {
+        _mm_prefetch(reinterpret_cast<const char*>(wr[2 * p] + i) + kPrefetchBytes, _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(wr[2 * p + 1] + i) + kPrefetchBytes, _MM_HINT_T0);
+      }
+      rows[p].load(wr[2 * p][i], wr[2 * p + 1][i]);
+    }
+    for (int t = 0; t < RN; ++t) {
+      const __m512i y2 = _mm512_broadcast_i64x4(load32(xr[t][i].qs));
+      const __m512 dx = _mm512_set1_ps(half_to_float(xr[t][i].d));
+      for (int p = 0; p < P; ++p) {
+        const __m512 d = _mm512_mul_ps(rows[p].d, dx);
+        acc[p][t] = _mm512_fmadd_ps(d, dot_lanes(rows[p].u, rows[p].act(y2)), acc[p][t]);
+      }
+      if constexpr (R::kHasMin) {
+        const float sx = half_to_float(xr[t][i].s);
+        for (int r = 0; r < RM; ++r) mins[r][t] += half_to_float(wr[r][i].m) * sx;
+      }
+    }
+  }
+  for (int p = 0; p < P; ++p) {
+    for (int t = 0; t < RN; ++t) {
+      if constexpr (R::kHasMin) {
+        y[t * ys + 2 * p] = hsum_lo(acc[p][t]) + mins[2 * p][t];
+        y[t * ys + 2 * p + 1] = hsum_hi(acc[p][t]) + mins[2 * p + 1][t];
+      } else {
+        y[t * ys + 2 * p] = hsum_lo(acc[p][t]);
+        y[t * ys + 2 * p + 1] = hsum_hi(acc[p][t]);
+      }
+    }
+  }
+}
+
+template <typename R>
+void gemm_lanes(int64_t n, const void* w, size_t ws, int64_t n_rows, const void* x, size_t xs,
+                int64_t n_tokens, float* y, int64_t ys, void (*edge)(int64_t, const void*, size_t,
+                                                                     int64_t, const void*, size_t,
+                                                                     int64_t, float*, int64_t)) {
+  const int64_t nb = n / kBlock32;
+  const uint8_t* wb = static_cast<const uint8_t*>(w);
+  const uint8_t* xb = static_cast<const uint8_t*>(x);
+  int64_t r = 0;
+  if (n_tokens == 1) {
+    for (; r + 8 <= n_rows; r += 8) tile<R, 8, 1>(nb, wb + r * ws, ws, xb, xs, y + r, ys);
+  } else {
+    for (; r + 4 <= n_rows; r += 4) {
+      int64_t t = 0;
+      for (; t + 4 <= n_tokens; t += 4) {
+        tile<R, 4, 4>(nb, wb + r * ws, ws, xb + t * xs, xs, y + t * ys + r, ys);
+      }
+      for (; t < n_tokens; ++t) tile<R, 4, 1>(nb, wb + r * ws, ws, xb + t * xs, xs, y + t * ys + r, ys);
+    }
+  }
+  // Rows left over: the AVX2 kernel (same order).
+  if (r < n_rows) edge(n, wb + r * ws, ws, n_rows - r, x, xs, n_tokens, y + r, ys);
+}
+
+// ---- Q4_0 x Q8_0 in the repacked order: per output and block the exact integer sum, then
+// acc = fma(float(sum), d_w * d_x, acc); the fused multiply-adds of 16 (prefill) or 8 (decode)
+// outputs share one register. Codes are used unsigned (q in [0, 15]): sum((q - 8) * y) =
+// sum(q * y) - 8 * sum(y), exact in int32.
+
+// Z[k] (k < 4): rows 2k (low half) and 2k+1 (high half), 8 int32 partial sums each.
+// Returns the 8 totals in the order rows 0, 2, 4, 6, 1, 3, 5, 7 (see kRowOrder8).
+inline __m256i reduce_pairs4(const __m512i z[4]) {
+  const __m512i w01 = _mm512_add_epi32(_mm512_unpacklo_epi32(z[0], z[1]), _mm512_unpackhi_epi32(z[0], z[1]));
+  const __m512i w23 = _mm512_add_epi32(_mm512_unpacklo_epi32(z[2], z[3]), _mm512_unpackhi_epi32(z[2], z[3]));
+  // Per 128-bit chunk c: [z0 chunk sum, z1, z2, z3].
+  const __m512i v = _mm512_add_epi32(_mm512_unpacklo_epi64(w01, w23), _mm512_unpackhi_epi64(w01, w23));
+  // chunks 0 + 1: low halves (rows 0, 2, 4, 6); chunks 2 + 3: high halves (rows 1, 3, 5, 7).
+  const __m256i lo = _mm512_castsi512_si256(v);
+  const __m256i hi = _mm512_extracti64x4_epi64(v, 1);
+  const __m256i a = _mm256_permute2x128_si256(lo, hi, 0x20);  // chunk0 | chunk2
+  const __m256i b = _mm256_permute2x128_si256(lo, hi, 0x31);  // chunk1 | chunk3
+  return _mm256_add_epi32(a, b);
+}
+
+// Sum of the 32 int8 of an activation block.
+inline int32_t sum_i8(const int8_t* p) {
+  const __m256i s = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(1), load32(p));
+  return hsum(s);
+}
+
+// 8 rows x 1 token (decode). Lane order of the accumulator: rows 0, 2, 4, 6, 1, 3, 5, 7.
+inline void q4_0_rep_8x1(int64_t nb, const uint8_t* w, size_t ws, const uint8_t* x, float* y) {
+  const BlockQ4_0* wr[8];
+  for (int r = 0; r < 8; ++r) wr[r] = reinterpret_cast<const BlockQ4_0*>(w + r * ws);
+  const BlockQ8_0* xb = reinterpret_cast<const BlockQ8_0*>(x);
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t i = 0; i < nb; ++i) {
+    const __m512i y2 = _mm512_broadcast_i64x4(load32(xb[i].qs));
+    __m512i z[4];
+    for (int p = 0; p < 4; ++p) {
+      _mm_prefetch(reinterpret_cast<const char*>(wr[2 * p] + i) + kPrefetchBytes, _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(wr[2 * p + 1] + i) + kPrefetchBytes, _MM_HINT_T0);
+      z[p] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), unpack2(wr[2 * p][i].qs, wr[2 * p + 1][i].qs), y2);
+    }
+    const __m256i sums = _mm256_sub_epi32(reduce_pairs4(z), _mm256_set1_epi32(8 * sum_i8(xb[i].qs)));
+    const __m128i dh = _mm_setr_epi16(
+        static_cast<short>(wr[0][i].d), static_cast<short>(wr[2][i].d), static_cast<short>(wr[4][i].d),
+        static_cast<short>(wr[6][i].d), static_cast<short>(wr[1][i].d), static_cast<short>(wr[3][i].d),
+        static_cast<short>(wr[5][i].d), static_cast<short>(wr[7][i].d));
+    const __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(dh), _mm256_set1_ps(half_to_float(xb[i].d)));
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), d, acc);
+  }
+  alignas(32) float out[8];
+  _mm256_store_ps(out, acc);
+  static constexpr int kRowOrder8[8] = {0, 2, 4, 6, 1, 3, 5, 7};
+  for (int k = 0; k < 8; ++k) y[kRowOrder8[k]] = out[k];
+}
+
+// 4 rows x 4 tokens (prefill). Accumulator lane 4 * r + t holds output (r, t).
+inline void q4_0_rep_4x4(int64_t nb, const uint8_t* w, size_t ws, const uint8_t* x, size_t xs,
+                         float* y, int64_t ys) {
+  const BlockQ4_0* wr[4];
+  const BlockQ8_0* xr[4];
+  for (int r = 0; r < 4; ++r) wr[r] = reinterpret_cast<const BlockQ4_0*>(w + r * ws);
+  for (int t = 0; t < 4; ++t) xr[t] = reinterpret_cast<const BlockQ8_0*>(x + t * xs);
+  __m512 acc = _mm512_setzero_ps();
+  const __m512i ones = _mm512_set1_epi8(1);
+  for (int64_t i = 0; i < nb; ++i) {
+    const __m512i u01 = unpack2(wr[0][i].qs, wr[1][i].qs);
+    const __m512i u23 = unpack2(wr[2][i].qs, wr[3][i].qs);
+    // z[t] = rows 0|1 x token t, z[4 + t] = rows 2|3 x token t; s2[t/2]: sums of y for two
+    // tokens side by side.
+    __m512i z[8];
+    __m512i sy[2];
+    for (int t = 0; t < 4; ++t) {
+      const __m512i y2 = _mm512_broadcast_i64x4(load32(xr[t][i].qs));
+      z[t] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u01, y2);
+      z[4 + t] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u23, y2);
+    }
+    for (int k = 0; k < 2; ++k) {
+      const __m512i yy = _mm512_inserti64x4(_mm512_castsi256_si512(load32(xr[2 * k][i].qs)),
+                                            load32(xr[2 * k + 1][i].qs), 1);
+      sy[k] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), ones, yy);
+    }
+    // Reduce: z[t] -> (row 0, t), (row 1, t); z[4 + t] -> (row 2, t), (row 3, t).
+    // First level pairs z[t] with z[t + 1] so that per 128-bit chunk lanes hold
+    // [z_a, z_b, z_a, z_b] partials.
+    const __m512i w01 = _mm512_add_epi32(_mm512_unpacklo_epi32(z[0], z[1]), _mm512_unpackhi_epi32(z[0], z[1]));
+    const __m512i w23 = _mm512_add_epi32(_mm512_unpacklo_epi32(z[2], z[3]), _mm512_unpackhi_epi32(z[2], z[3]));
+    const __m512i w45 = _mm512_add_epi32(_mm512_unpacklo_epi32(z[4], z[5]), _mm512_unpackhi_epi32(z[4], z[5]));
+    const __m512i w67 = _mm512_add_epi32(_mm512_unpacklo_epi32(z[6], z[7]), _mm512_unpackhi_epi32(z[6], z[7]));
+    // Per chunk c: [t0, t1, t2, t3] sums of that chunk; chunks 0, 1 = row 0 (or 2), 2, 3 = row 1 (or 3).
+    const __m512i va = _mm512_add_epi32(_mm512_unpacklo_epi64(w01, w23), _mm512_unpackhi_epi64(w01, w23));
+    const __m512i vb = _mm512_add_epi32(_mm512_unpacklo_epi64(w45, w67), _mm512_unpackhi_epi64(w45, w67));
+    // [va c0 + c1, va c2 + c3, vb c0 + c1, vb c2 + c3] = rows 0, 1, 2, 3.
+    const __m512i even = _mm512_shuffle_i32x4(va, vb, _MM_SHUFFLE(2, 0, 2, 0));
+    const __m512i odd = _mm512_shuffle_i32x4(va, vb, _MM_SHUFFLE(3, 1, 3, 1));
+    const __m512i tot = _mm512_add_epi32(even, odd);
+    // sum(y) of each token: sy[k] holds tokens 2k (low) and 2k+1 (high), 8 lanes each.
+    const __m512i s01 = _mm512_add_epi32(_mm512_unpacklo_epi32(sy[0], sy[1]), _mm512_unpackhi_epi32(sy[0], sy[1]));
+    // chunk c: [t0, t2, t0, t2] (c = 0, 1) or [t1, t3, t1, t3] (c = 2, 3) partials.
+    const __m512i s2 = _mm512_add_epi32(s01, _mm512_shuffle_epi32(s01, _MM_PERM_BADC));  // [a, b, a, b] summed pairs
+    const __m512i s3 = _mm512_add_epi32(s2, _mm512_shuffle_i32x4(s2, s2, _MM_SHUFFLE(2, 3, 0, 1)));
+    // s3 chunk 0 = [t0, t2, t0, t2] totals, chunk 2 = [t1, t3, t1, t3] totals.
+    alignas(64) int32_t sv[16];
+    _mm512_store_si512(sv, s3);
+    const int32_t sumy[4] = {sv[0], sv[8], sv[1], sv[9]};
+    const __m512i corr = _mm512_set4_epi32(8 * sumy[3], 8 * sumy[2], 8 * sumy[1], 8 * sumy[0]);
+    const __m512i sums = _mm512_sub_epi32(tot, corr);
+    const __m512 dw = _mm512_cvtph_ps(_mm256_setr_epi16(
+        static_cast<short>(wr[0][i].d), static_cast<short>(wr[0][i].d), static_cast<short>(wr[0][i].d), static_cast<short>(wr[0][i].d),
+        static_cast<short>(wr[1][i].d), static_cast<short>(wr[1][i].d), static_cast<short>(wr[1][i].d), static_cast<short>(wr[1][i].d),
+        static_cast<short>(wr[2][i].d), static_cast<short>(wr[2][i].d), static_cast<short>(wr[2][i].d), static_cast<short>(wr[2][i].d),
+        static_cast<short>(wr[3][i].d), static_cast<short>(wr[3][i].d), static_cast<short>(wr[3][i].d), static_cast<short>(wr[3][i].d)));
+    const __m128 dx4 = _mm_cvtph_ps(_mm_setr_epi16(static_cast<short>(xr[0][i].d), static_cast<short>(xr[1][i].d),
+                                                   static_cast<short>(xr[2][i].d), static_cast<short>(xr[3][i].d), 0, 0, 0, 0));
+    const __m512 d = _mm512_mul_ps(dw, _mm512_broadcast_f32x4(dx4));
+    acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sums), d, acc);
+  }
+  alignas(64) float out[16];
+  _mm512_store_ps(out, acc);
+  for (int r = 0; r < 4; ++r) {
+    for (int t = 0; t < 4; ++t) y[t * ys + r] = out[4 * r + t];
+  }
+}
+
+}  // namespace
+
+void gemm_q4_1(int64_t n, const void* w, size_t ws, int64_t n_rows, const void* x, size_t xs,
+               int64_t n_tokens, float* y, int64_t ys) {
+  gemm_lanes<Q4_1Rows>(n, w, ws, n_rows, x, xs, n_tokens, y, ys, avx2::gemm_q4_1);
+}
+
+void gemm_q8_0(int64_t n, const void* w, size_t ws, int64_t n_rows, const void* x, size_t xs,
+               int64_t n_tokens, float* y, int64_t ys) {
+  gemm_lanes<Q8_0Rows>(n, w, ws, n_rows, x, xs, n_tokens, y, ys, avx2::gemm_q8_0);
+}
+
+void gemm_q4_0_repacked(int64_t n, const void* w, size_t ws, int64_t n_rows, const void* x,
+                        size_t xs, int64_t n_tokens, float* y, int64_t ys) {
+  const int64_t nb = n / kBlock32;
+  const uint8_t* wb = static_cast<const uint8_t*>(w);
+  const uint8_t* xb = static_cast<const uint8_t*>(x);
+  int64_t r = 0;
+  if (n_tokens == 1) {
+    for (; r + 8 <= n_rows; r += 8) q4_0_rep_8x1(nb, wb + r * ws, ws, xb, y + r);
+  } else if (n_tokens >= 4) {
+    const int64_t t_end = n_tokens / 4 * 4;
+    for (; r + 4 <= n_rows; r += 4) {
+      for (int64_t t = 0; t < t_end; t += 4) {
+        q4_0_rep_4x4(nb, wb + r * ws, ws, xb + t * xs, xs, y + t * ys + r, ys);
+      }
+    }
+    // Tokens left over (all rows done so far): the AVX2 kernel.
+    if (t_end < n_tokens) {
+      avx2::gemm_q4_0_repacked(n, w, ws, r, xb + t_end * xs, xs, n_tokens - t_end, y + t_end * ys, ys);
+    }
+  }
+  if (r < n_rows) avx2::gemm_q4_0_repacked(n, wb + r * ws, ws, n_rows - r, x, xs, n_tokens, y + r, ys);
+}
+
+}  // namespace squeeze::formats::avx512

@@ -16,8 +16,9 @@
 namespace squeeze::formats::avx2 {
 namespace {
 
-// How far ahead of the block being read the weights are prefetched, in bytes.
-constexpr int kPrefetchBytes = 2048;
+// Decode prefetches the weights this many tiles ahead: the tile's rows lie back to back, so
+// the same block of the same row kPrefetchTiles tiles later is RM * ws * kPrefetchTiles bytes on.
+constexpr size_t kPrefetchTiles = 4;
 
 inline __m256i load32(const int8_t* p) {
   return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
@@ -83,7 +84,7 @@ inline void tile_lanes(int64_t nb, const uint8_t* w, size_t ws, const uint8_t* x
     float mw[RM];
     for (int r = 0; r < RM; ++r) {
       if (RN == 1) {
-        _mm_prefetch(reinterpret_cast<const char*>(wr[r] + i) + kPrefetchBytes, _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(wr[r] + i) + kPrefetchTiles * RM * ws, _MM_HINT_T0);
       }
       q[r] = F::codes(wr[r][i]);
       dw[r] = broadcast_half(wr[r][i].d);
@@ -169,7 +170,7 @@ inline void tile_repacked_8x1(int64_t nb, const uint8_t* w, size_t ws, const uin
     __m256i p[8];
     alignas(16) uint16_t dh[8];
     for (int r = 0; r < 8; ++r) {
-      _mm_prefetch(reinterpret_cast<const char*>(wr[r] + i) + kPrefetchBytes, _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(wr[r] + i) + kPrefetchTiles * 8 * ws, _MM_HINT_T0);
       p[r] = dot_i8_i8(Q4_0Fmt::codes(wr[r][i]), xq);
       dh[r] = wr[r][i].d;
     }
@@ -194,7 +195,7 @@ inline void tile_repacked(int64_t nb, const uint8_t* w, size_t ws, const uint8_t
     float dw[RM];
     for (int r = 0; r < RM; ++r) {
       if (RN == 1) {
-        _mm_prefetch(reinterpret_cast<const char*>(wr[r] + i) + kPrefetchBytes, _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(wr[r] + i) + kPrefetchTiles * RM * ws, _MM_HINT_T0);
       }
       q[r] = Q4_0Fmt::codes(wr[r][i]);
       dw[r] = half_to_float(wr[r][i].d);
@@ -278,7 +279,9 @@ inline void tile_f16(int64_t n, const uint8_t* w, size_t ws, const uint8_t* x, s
   for (int64_t k = 0; k < n; k += 8) {
     __m256 a[RM];
     for (int r = 0; r < RM; ++r) {
-      if (RN == 1) _mm_prefetch(reinterpret_cast<const char*>(wr[r] + k) + kPrefetchBytes, _MM_HINT_T0);
+      if (RN == 1) {
+        _mm_prefetch(reinterpret_cast<const char*>(wr[r] + k) + kPrefetchTiles * RM * ws, _MM_HINT_T0);
+      }
       a[r] = load_f16x8(wr[r] + k);
     }
     for (int t = 0; t < RN; ++t) {

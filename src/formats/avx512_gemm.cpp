@@ -16,7 +16,8 @@ namespace {
 using avx2::half_to_float;
 using avx2::hsum;
 
-constexpr int kPrefetchBytes = 2048;
+// Decode prefetches the same block of the same row this many tiles ahead (rows lie back to back).
+constexpr size_t kPrefetchTiles = 4;
 
 inline __m128i load16(const uint8_t* p) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)); }
 inline __m256i load32(const int8_t* p) {
@@ -98,7 +99,12 @@ inline void tile(int64_t nb, const uint8_t* w, size_t ws, const uint8_t* x, size
   for (int t = 0; t < RN; ++t) xr[t] = reinterpret_cast<const X*>(x + t * xs);
   __m512 acc[P][RN];
   float mins[RM][RN];
+  __m128 mins4[RM];
+  __m256 mins8 = _mm256_setzero_ps();
   (void)mins;
+  (void)mins4;
+  (void)mins8;
+  for (int r = 0; r < RM; ++r) mins4[r] = _mm_setzero_ps();
   for (int p = 0; p < P; ++p) {
     for (int t = 0; t < RN; ++t) acc[p][t] = _mm512_setzero_ps();
   }
@@ -109,8 +115,8 @@ inline void tile(int64_t nb, const uint8_t* w, size_t ws, const uint8_t* x, size
     R rows[P];
     for (int p = 0; p < P; ++p) {
       if (RN == 1) {
-        _mm_prefetch(reinterpret_cast<const char*>(wr[2 * p] + i) + kPrefetchBytes, _MM_HINT_T0);
-        _mm_prefetch(reinterpret_cast<const char*>(wr[2 * p + 1] + i) + kPrefetchBytes, _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(wr[2 * p] + i) + kPrefetchTiles * RM * ws, _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(wr[2 * p + 1] + i) + kPrefetchTiles * RM * ws, _MM_HINT_T0);
       }
       rows[p].load(wr[2 * p][i], wr[2 * p + 1][i]);
     }
@@ -121,11 +127,39 @@ inline void tile(int64_t nb, const uint8_t* w, size_t ws, const uint8_t* x, size
         const __m512 d = _mm512_mul_ps(rows[p].d, dx);
         acc[p][t] = _mm512_fmadd_ps(d, dot_lanes(rows[p].u, rows[p].act(y2)), acc[p][t]);
       }
-      if constexpr (R::kHasMin) {
-        const float sx = half_to_float(xr[t][i].s);
-        for (int r = 0; r < RM; ++r) mins[r][t] += half_to_float(wr[r][i].m) * sx;
+    }
+    if constexpr (R::kHasMin) {
+      // mins[r][t] += m_r * s_t, lanes over tokens (RN == 4) or rows (RN == 1); a multiply
+      // then an add per lane, as the scalar code.
+      if constexpr (RN == 4 && RM == 4) {
+        const __m128 s4 = _mm_cvtph_ps(_mm_setr_epi16(
+            static_cast<short>(xr[0][i].s), static_cast<short>(xr[1][i].s),
+            static_cast<short>(xr[2][i].s), static_cast<short>(xr[3][i].s), 0, 0, 0, 0));
+        for (int r = 0; r < RM; ++r) {
+          const __m128 m = _mm_cvtph_ps(_mm_set1_epi16(static_cast<short>(wr[r][i].m)));
+          mins4[r] = _mm_add_ps(mins4[r], _mm_mul_ps(m, s4));
+        }
+      } else if constexpr (RN == 1 && RM == 8) {
+        const __m256 m8 = _mm256_cvtph_ps(_mm_setr_epi16(
+            static_cast<short>(wr[0][i].m), static_cast<short>(wr[1][i].m),
+            static_cast<short>(wr[2][i].m), static_cast<short>(wr[3][i].m),
+            static_cast<short>(wr[4][i].m), static_cast<short>(wr[5][i].m),
+            static_cast<short>(wr[6][i].m), static_cast<short>(wr[7][i].m)));
+        mins8 = _mm256_add_ps(mins8, _mm256_mul_ps(m8, _mm256_set1_ps(half_to_float(xr[0][i].s))));
+      } else {
+        for (int t = 0; t < RN; ++t) {
+          const float sx = half_to_float(xr[t][i].s);
+          for (int r = 0; r < RM; ++r) mins[r][t] += half_to_float(wr[r][i].m) * sx;
+        }
       }
     }
+  }
+  if constexpr (R::kHasMin && RN == 4 && RM == 4) {
+    for (int r = 0; r < RM; ++r) _mm_storeu_ps(mins[r], mins4[r]);
+  } else if constexpr (R::kHasMin && RN == 1 && RM == 8) {
+    alignas(32) float m[8];
+    _mm256_store_ps(m, mins8);
+    for (int r = 0; r < RM; ++r) mins[r][0] = m[r];
   }
   for (int p = 0; p < P; ++p) {
     for (int t = 0; t < RN; ++t) {
@@ -200,8 +234,8 @@ inline void q4_0_rep_8x1(int64_t nb, const uint8_t* w, size_t ws, const uint8_t*
     const __m512i y2 = _mm512_broadcast_i64x4(load32(xb[i].qs));
     __m512i z[4];
     for (int p = 0; p < 4; ++p) {
-      _mm_prefetch(reinterpret_cast<const char*>(wr[2 * p] + i) + kPrefetchBytes, _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(wr[2 * p + 1] + i) + kPrefetchBytes, _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(wr[2 * p] + i) + kPrefetchTiles * 8 * ws, _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(wr[2 * p + 1] + i) + kPrefetchTiles * 8 * ws, _MM_HINT_T0);
       z[p] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), unpack2(wr[2 * p][i].qs, wr[2 * p + 1][i].qs), y2);
     }
     const __m256i sums = _mm256_sub_epi32(reduce_pairs4(z), _mm256_set1_epi32(8 * sum_i8(xb[i].qs)));

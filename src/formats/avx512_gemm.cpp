@@ -252,35 +252,47 @@ inline void q4_0_rep_8x1(int64_t nb, const uint8_t* w, size_t ws, const uint8_t*
   for (int k = 0; k < 8; ++k) y[kRowOrder8[k]] = out[k];
 }
 
+// What a 4 x 4 tile needs of its four tokens' block i, prepared once per token group:
+// corr lane 4r + t = 8 * sum(y_t), dx lane 4r + t = d_x of token t.
+struct TokenBlock4 {
+  __m512i corr;
+  __m512 dx;
+};
+
+inline void prepare_tokens4(int64_t nb, const uint8_t* x, size_t xs, TokenBlock4* out) {
+  const BlockQ8_0* xr[4];
+  for (int t = 0; t < 4; ++t) xr[t] = reinterpret_cast<const BlockQ8_0*>(x + t * xs);
+  for (int64_t i = 0; i < nb; ++i) {
+    const __m128i s = _mm_setr_epi32(sum_i8(xr[0][i].qs), sum_i8(xr[1][i].qs), sum_i8(xr[2][i].qs),
+                                     sum_i8(xr[3][i].qs));
+    out[i].corr = _mm512_broadcast_i32x4(_mm_slli_epi32(s, 3));
+    const __m128 dx4 = _mm_cvtph_ps(_mm_setr_epi16(
+        static_cast<short>(xr[0][i].d), static_cast<short>(xr[1][i].d),
+        static_cast<short>(xr[2][i].d), static_cast<short>(xr[3][i].d), 0, 0, 0, 0));
+    out[i].dx = _mm512_broadcast_f32x4(dx4);
+  }
+}
+
 // 4 rows x 4 tokens (prefill). Accumulator lane 4 * r + t holds output (r, t).
 inline void q4_0_rep_4x4(int64_t nb, const uint8_t* w, size_t ws, const uint8_t* x, size_t xs,
-                         float* y, int64_t ys) {
+                         const TokenBlock4* tb, float* y, int64_t ys) {
   const BlockQ4_0* wr[4];
   const BlockQ8_0* xr[4];
   for (int r = 0; r < 4; ++r) wr[r] = reinterpret_cast<const BlockQ4_0*>(w + r * ws);
   for (int t = 0; t < 4; ++t) xr[t] = reinterpret_cast<const BlockQ8_0*>(x + t * xs);
   __m512 acc = _mm512_setzero_ps();
-  const __m512i ones = _mm512_set1_epi8(1);
+  const __m512i spread = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
   for (int64_t i = 0; i < nb; ++i) {
     const __m512i u01 = unpack2(wr[0][i].qs, wr[1][i].qs);
     const __m512i u23 = unpack2(wr[2][i].qs, wr[3][i].qs);
-    // z[t] = rows 0|1 x token t, z[4 + t] = rows 2|3 x token t; s2[t/2]: sums of y for two
-    // tokens side by side.
+    // z[t] = rows 0|1 x token t, z[4 + t] = rows 2|3 x token t.
     __m512i z[8];
-    __m512i sy[2];
     for (int t = 0; t < 4; ++t) {
       const __m512i y2 = _mm512_broadcast_i64x4(load32(xr[t][i].qs));
       z[t] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u01, y2);
       z[4 + t] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u23, y2);
     }
-    for (int k = 0; k < 2; ++k) {
-      const __m512i yy = _mm512_inserti64x4(_mm512_castsi256_si512(load32(xr[2 * k][i].qs)),
-                                            load32(xr[2 * k + 1][i].qs), 1);
-      sy[k] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), ones, yy);
-    }
-    // Reduce: z[t] -> (row 0, t), (row 1, t); z[4 + t] -> (row 2, t), (row 3, t).
-    // First level pairs z[t] with z[t + 1] so that per 128-bit chunk lanes hold
-    // [z_a, z_b, z_a, z_b] partials.
+    // Per 128-bit chunk, pairs z[t], z[t + 1] -> [a, b, a, b] partials.
     const __m512i w01 = _mm512_add_epi32(_mm512_unpacklo_epi32(z[0], z[1]), _mm512_unpackhi_epi32(z[0], z[1]));
     const __m512i w23 = _mm512_add_epi32(_mm512_unpacklo_epi32(z[2], z[3]), _mm512_unpackhi_epi32(z[2], z[3]));
     const __m512i w45 = _mm512_add_epi32(_mm512_unpacklo_epi32(z[4], z[5]), _mm512_unpackhi_epi32(z[4], z[5]));
@@ -291,26 +303,12 @@ inline void q4_0_rep_4x4(int64_t nb, const uint8_t* w, size_t ws, const uint8_t*
     // [va c0 + c1, va c2 + c3, vb c0 + c1, vb c2 + c3] = rows 0, 1, 2, 3.
     const __m512i even = _mm512_shuffle_i32x4(va, vb, _MM_SHUFFLE(2, 0, 2, 0));
     const __m512i odd = _mm512_shuffle_i32x4(va, vb, _MM_SHUFFLE(3, 1, 3, 1));
-    const __m512i tot = _mm512_add_epi32(even, odd);
-    // sum(y) of each token: sy[k] holds tokens 2k (low) and 2k+1 (high), 8 lanes each.
-    const __m512i s01 = _mm512_add_epi32(_mm512_unpacklo_epi32(sy[0], sy[1]), _mm512_unpackhi_epi32(sy[0], sy[1]));
-    // chunk c: [t0, t2, t0, t2] (c = 0, 1) or [t1, t3, t1, t3] (c = 2, 3) partials.
-    const __m512i s2 = _mm512_add_epi32(s01, _mm512_shuffle_epi32(s01, _MM_PERM_BADC));  // [a, b, a, b] summed pairs
-    const __m512i s3 = _mm512_add_epi32(s2, _mm512_shuffle_i32x4(s2, s2, _MM_SHUFFLE(2, 3, 0, 1)));
-    // s3 chunk 0 = [t0, t2, t0, t2] totals, chunk 2 = [t1, t3, t1, t3] totals.
-    alignas(64) int32_t sv[16];
-    _mm512_store_si512(sv, s3);
-    const int32_t sumy[4] = {sv[0], sv[8], sv[1], sv[9]};
-    const __m512i corr = _mm512_set4_epi32(8 * sumy[3], 8 * sumy[2], 8 * sumy[1], 8 * sumy[0]);
-    const __m512i sums = _mm512_sub_epi32(tot, corr);
-    const __m512 dw = _mm512_cvtph_ps(_mm256_setr_epi16(
-        static_cast<short>(wr[0][i].d), static_cast<short>(wr[0][i].d), static_cast<short>(wr[0][i].d), static_cast<short>(wr[0][i].d),
-        static_cast<short>(wr[1][i].d), static_cast<short>(wr[1][i].d), static_cast<short>(wr[1][i].d), static_cast<short>(wr[1][i].d),
-        static_cast<short>(wr[2][i].d), static_cast<short>(wr[2][i].d), static_cast<short>(wr[2][i].d), static_cast<short>(wr[2][i].d),
-        static_cast<short>(wr[3][i].d), static_cast<short>(wr[3][i].d), static_cast<short>(wr[3][i].d), static_cast<short>(wr[3][i].d)));
-    const __m128 dx4 = _mm_cvtph_ps(_mm_setr_epi16(static_cast<short>(xr[0][i].d), static_cast<short>(xr[1][i].d),
-                                                   static_cast<short>(xr[2][i].d), static_cast<short>(xr[3][i].d), 0, 0, 0, 0));
-    const __m512 d = _mm512_mul_ps(dw, _mm512_broadcast_f32x4(dx4));
+    const __m512i sums = _mm512_sub_epi32(_mm512_add_epi32(even, odd), tb[i].corr);
+    const __m128 dw4 = _mm_cvtph_ps(_mm_setr_epi16(
+        static_cast<short>(wr[0][i].d), static_cast<short>(wr[1][i].d),
+        static_cast<short>(wr[2][i].d), static_cast<short>(wr[3][i].d), 0, 0, 0, 0));
+    const __m512 dw = _mm512_permutexvar_ps(spread, _mm512_castps128_ps512(dw4));
+    const __m512 d = _mm512_mul_ps(dw, tb[i].dx);
     acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sums), d, acc);
   }
   alignas(64) float out[16];
@@ -334,23 +332,30 @@ void gemm_q8_0(int64_t n, const void* w, size_t ws, int64_t n_rows, const void* 
 
 void gemm_q4_0_repacked(int64_t n, const void* w, size_t ws, int64_t n_rows, const void* x,
                         size_t xs, int64_t n_tokens, float* y, int64_t ys) {
+  // Rows of up to 256 blocks (8192 columns) take the 4 x 4 tiles; longer ones the AVX2 code.
+  constexpr int64_t kMaxBlocks = 256;
   const int64_t nb = n / kBlock32;
   const uint8_t* wb = static_cast<const uint8_t*>(w);
   const uint8_t* xb = static_cast<const uint8_t*>(x);
   int64_t r = 0;
   if (n_tokens == 1) {
     for (; r + 8 <= n_rows; r += 8) q4_0_rep_8x1(nb, wb + r * ws, ws, xb, y + r);
-  } else if (n_tokens >= 4) {
+  } else if (n_tokens >= 4 && n_rows >= 4 && nb <= kMaxBlocks) {
+    // Token groups outer (their block sums and scales prepared once), rows inner.
     const int64_t t_end = n_tokens / 4 * 4;
-    for (; r + 4 <= n_rows; r += 4) {
-      for (int64_t t = 0; t < t_end; t += 4) {
-        q4_0_rep_4x4(nb, wb + r * ws, ws, xb + t * xs, xs, y + t * ys + r, ys);
+    const int64_t r_end = n_rows / 4 * 4;
+    alignas(64) TokenBlock4 tb[kMaxBlocks];
+    for (int64_t t = 0; t < t_end; t += 4) {
+      prepare_tokens4(nb, xb + t * xs, xs, tb);
+      for (int64_t rr = 0; rr < r_end; rr += 4) {
+        q4_0_rep_4x4(nb, wb + rr * ws, ws, xb + t * xs, xs, tb, y + t * ys + rr, ys);
       }
     }
-    // Tokens left over (all rows done so far): the AVX2 kernel.
+    // Tokens left over on these rows: the AVX2 kernel.
     if (t_end < n_tokens) {
-      avx2::gemm_q4_0_repacked(n, w, ws, r, xb + t_end * xs, xs, n_tokens - t_end, y + t_end * ys, ys);
+      avx2::gemm_q4_0_repacked(n, w, ws, r_end, xb + t_end * xs, xs, n_tokens - t_end, y + t_end * ys, ys);
     }
+    r = r_end;
   }
   if (r < n_rows) avx2::gemm_q4_0_repacked(n, wb + r * ws, ws, n_rows - r, x, xs, n_tokens, y + r, ys);
 }

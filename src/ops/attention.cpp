@@ -21,15 +21,61 @@ void attention(const AttentionShape& shape, const float* q, int64_t n_tokens, in
   const int64_t kv_stride = static_cast<int64_t>(shape.n_head_kv) * hd;
   const int group = shape.n_head / shape.n_head_kv;
   const int64_t n_ctx_used = pos0 + n_tokens;
-  // Per thread: scores [n_ctx_used], q in half [hd], the 32 partial sums of P.V [32, hd],
-  // the scores in half [n_ctx_used] (floats hold two halves: the half counts are rounded up).
-  const int64_t per_thread = n_ctx_used + hd + 32 * hd + (n_ctx_used + 1) / 2;
-  scratch.per_thread.resize(static_cast<size_t>(per_thread) * pool.size());
-
   const auto& f16k = formats::kernels(formats::DType::F16);
   const AttentionKernels ak = attention_kernels(active_isa());
   // llama.cpp sums a batch in tinyBLAS's order and a single token in ggml_vec_dot_f16's.
   const SumOrder order = n_tokens > 1 ? SumOrder::TinyBlas : SumOrder::VecDotF16;
+  // A batch widens the cache rows it reads to float once (exact), instead of converting every
+  // K and V row again for every query token and head, and reads each row once per GQA group.
+  const bool widen = n_tokens > 1 && ak.qk_f32 != nullptr && ak.pv_f32 != nullptr &&
+                     hd % 8 == 0 && hd <= kPvF32MaxDim;
+  if (widen) {
+    scratch.k32.resize(static_cast<size_t>(n_ctx_used * kv_stride));
+    scratch.v32.resize(static_cast<size_t>(n_ctx_used * kv_stride));
+    pool.parallel_for(n_ctx_used, 16, [&](int64_t j0, int64_t j1, int) {
+      f16k.dequantize_row(k + j0 * kv_stride, scratch.k32.data() + j0 * kv_stride, (j1 - j0) * kv_stride);
+      f16k.dequantize_row(v + j0 * kv_stride, scratch.v32.data() + j0 * kv_stride, (j1 - j0) * kv_stride);
+    });
+    // Units of work: (token, kv head, up to kQkMaxHeads query heads of its group).
+    const int per_group = (group + kQkMaxHeads - 1) / kQkMaxHeads;
+    // Per thread: scores [kQkMaxHeads, n_ctx_used], q [kQkMaxHeads, hd], the scores in half.
+    const int64_t per_thread = kQkMaxHeads * (n_ctx_used + hd) + (n_ctx_used + 1) / 2 + hd;
+    scratch.per_thread.resize(static_cast<size_t>(per_thread) * pool.size());
+    pool.parallel_for(n_tokens * shape.n_head_kv * per_group, 1, [&](int64_t i0, int64_t i1, int ith) {
+      float* scores = scratch.per_thread.data() + ith * per_thread;
+      float* q32 = scores + kQkMaxHeads * n_ctx_used;
+      auto* half = reinterpret_cast<f16_t*>(q32 + kQkMaxHeads * hd);
+      for (int64_t i = i0; i < i1; ++i) {
+        const int64_t t = i / (shape.n_head_kv * per_group);
+        const int hk = static_cast<int>(i / per_group % shape.n_head_kv);
+        const int g0 = static_cast<int>(i % per_group) * kQkMaxHeads;
+        const int n_q = std::min(kQkMaxHeads, group - g0);
+        const int h0 = hk * group + g0;
+        const int64_t n_kv = pos0 + t + 1;  // causal: positions 0..pos0+t
+        for (int h = 0; h < n_q; ++h) {  // Q rounded to half, as llama.cpp converts it
+          f16k.quantize_row(q + t * q_stride + (h0 + h) * hd, half, hd);
+          f16k.dequantize_row(half, q32 + h * hd, hd);
+        }
+        ak.qk_f32(q32, n_q, scratch.k32.data() + hk * hd, kv_stride, n_kv, hd, shape.scale, scores,
+                  n_ctx_used);
+        for (int h = 0; h < n_q; ++h) {
+          float* sh = scores + h * n_ctx_used;
+          ak.softmax(sh, n_kv);
+          // llama.cpp multiplies V by the probabilities rounded to half floats.
+          f16k.quantize_row(sh, half, n_kv);
+          f16k.dequantize_row(half, sh, n_kv);
+        }
+        ak.pv_f32(scores, n_ctx_used, n_q, scratch.v32.data() + hk * hd, kv_stride, n_kv, hd,
+                  out + t * q_stride + h0 * hd);
+      }
+    });
+    return;
+  }
+
+  // Per thread: scores [n_ctx_used], q in half [hd], the 32 partial sums of P.V [32, hd],
+  // the scores in half [n_ctx_used] (floats hold two halves: the half counts are rounded up).
+  const int64_t per_thread = n_ctx_used + hd + 32 * hd + (n_ctx_used + 1) / 2;
+  scratch.per_thread.resize(static_cast<size_t>(per_thread) * pool.size());
   pool.parallel_for(n_tokens * shape.n_head, 1, [&](int64_t i0, int64_t i1, int ith) {
     float* scores = scratch.per_thread.data() + ith * per_thread;
     auto* q16 = reinterpret_cast<f16_t*>(scores + n_ctx_used);

@@ -10,7 +10,8 @@
 namespace squeeze::ops {
 
 struct AttentionScratch {
-  std::vector<float> per_thread;  // [n_threads, n_ctx + 2 * head_dim]
+  std::vector<float> per_thread;  // per thread: scores, q, partial sums (attention.cpp)
+  std::vector<float> k32, v32;    // a batch's cache rows widened to float
 };
 
 struct AttentionShape {

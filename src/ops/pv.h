@@ -64,16 +64,41 @@ void softmax_ggml_avx2(float* x, int64_t n);
 void swiglu_ggml(const float* gate, const float* up, int64_t n, float* out);
 void swiglu_avx2(const float* gate, const float* up, int64_t n, float* out);
 
+// Batch (tinyBLAS order) versions on K and V already widened to float (exactly: every half is
+// a float), so a batch converts the cache once per layer instead of once per query and head,
+// and each K / V row is read once for the n_q <= kQkMaxHeads query heads of a GQA group:
+//   qk: scores[h * scores_stride + j] = scale * (q_h . k_j) for j < n_kv, h < n_q, with q_h at
+//       q + h * head_dim and k_j at k + j * k_stride; equal to
+//       scale * dot_f16_ordered(k_j, q_h, TinyBlas);
+//   pv: out[h * head_dim + d] = sum_j p[h * p_stride + j] * v_j[d] in TinyBlas order, equal to
+//       pv(..., TinyBlas, ...) per head.
+// head_dim a multiple of 8 and at most kPvF32MaxDim.
+inline constexpr int kPvF32MaxDim = 256;
+inline constexpr int kQkMaxHeads = 4;
+void qk_f32_tinyblas_avx2(const float* q, int n_q, const float* k, int64_t k_stride,
+                          int64_t n_kv, int head_dim, float scale, float* scores,
+                          int64_t scores_stride);
+void pv_f32_tinyblas_avx2(const float* p, int64_t p_stride, int n_q, const float* v,
+                          int64_t v_stride, int64_t n_kv, int head_dim, float* out);
+
 // The attention and activation kernels of one ISA.
 struct AttentionKernels {
   PvFn pv;
   float (*dot_f16)(const f16_t* a, const f16_t* b, int n, SumOrder order);
   void (*softmax)(float* x, int64_t n);
   void (*swiglu)(const float* gate, const float* up, int64_t n, float* out);
+  // Null where the ISA has none (then the f16 kernels above serve batches too).
+  void (*qk_f32)(const float* q, int n_q, const float* k, int64_t k_stride, int64_t n_kv,
+                 int head_dim, float scale, float* scores, int64_t scores_stride) = nullptr;
+  void (*pv_f32)(const float* p, int64_t p_stride, int n_q, const float* v, int64_t v_stride,
+                 int64_t n_kv, int head_dim, float* out) = nullptr;
 };
 
 inline AttentionKernels attention_kernels(Isa isa) {
-  if (uses_avx2(isa)) return {pv_avx2, dot_f16_ordered_avx2, softmax_ggml_avx2, swiglu_avx2};
+  if (uses_avx2(isa)) {
+    return {pv_avx2, dot_f16_ordered_avx2, softmax_ggml_avx2, swiglu_avx2, qk_f32_tinyblas_avx2,
+            pv_f32_tinyblas_avx2};
+  }
   return {pv_scalar, dot_f16_ordered, softmax_ggml, swiglu_ggml};
 }
 

@@ -98,6 +98,76 @@ float dot_f16_ordered_avx2(const f16_t* a, const f16_t* b, int n, SumOrder order
   return static_cast<float>(sum);
 }
 
+void qk_f32_tinyblas_avx2(const float* q, int n_q, const float* k, int64_t k_stride,
+                          int64_t n_kv, int head_dim, float scale, float* scores,
+                          int64_t scores_stride) {
+  // Each key row is loaded once for the n_q (<= kQkMaxHeads) query heads of a GQA group, and
+  // keys go in pairs: 2 * n_q independent accumulator chains, each in the single-query order.
+  int64_t j = 0;
+  for (; j + 2 <= n_kv; j += 2) {
+    const float* k0 = k + j * k_stride;
+    const float* k1 = k0 + k_stride;
+    __m256 a0[kQkMaxHeads], a1[kQkMaxHeads];
+    for (int h = 0; h < kQkMaxHeads; ++h) a0[h] = a1[h] = _mm256_setzero_ps();
+    for (int d = 0; d < head_dim; d += 8) {
+      const __m256 kd0 = _mm256_loadu_ps(k0 + d);
+      const __m256 kd1 = _mm256_loadu_ps(k1 + d);
+      for (int h = 0; h < kQkMaxHeads; ++h) {
+        if (h < n_q) {
+          const __m256 qd = _mm256_loadu_ps(q + h * head_dim + d);
+          a0[h] = _mm256_fmadd_ps(kd0, qd, a0[h]);
+          a1[h] = _mm256_fmadd_ps(kd1, qd, a1[h]);
+        }
+      }
+    }
+    for (int h = 0; h < n_q; ++h) {
+      scores[h * scores_stride + j] = scale * hsum_movehl(a0[h]);
+      scores[h * scores_stride + j + 1] = scale * hsum_movehl(a1[h]);
+    }
+  }
+  for (; j < n_kv; ++j) {
+    const float* kj = k + j * k_stride;
+    __m256 acc[kQkMaxHeads];
+    for (int h = 0; h < n_q; ++h) acc[h] = _mm256_setzero_ps();
+    for (int d = 0; d < head_dim; d += 8) {
+      const __m256 kd = _mm256_loadu_ps(kj + d);
+      for (int h = 0; h < n_q; ++h) acc[h] = _mm256_fmadd_ps(kd, _mm256_loadu_ps(q + h * head_dim + d), acc[h]);
+    }
+    for (int h = 0; h < n_q; ++h) scores[h * scores_stride + j] = scale * hsum_movehl(acc[h]);
+  }
+}
+
+void pv_f32_tinyblas_avx2(const float* p, int64_t p_stride, int n_q, const float* v,
+                          int64_t v_stride, int64_t n_kv, int head_dim, float* out) {
+  // Partial k of head h (the sum over rows j = k mod 8) in acc_mem[h][k]; each V row is loaded
+  // once for the n_q heads, rows in order.
+  alignas(32) float acc_mem[kQkMaxHeads * 8 * kPvF32MaxDim];
+  const int hd = head_dim;
+  for (int i = 0; i < n_q * 8 * hd; ++i) acc_mem[i] = 0.0f;
+  for (int64_t j = 0; j < n_kv; ++j) {
+    const float* vj = v + j * v_stride;
+    for (int h = 0; h < n_q; ++h) {
+      const __m256 pj = _mm256_set1_ps(p[h * p_stride + j]);
+      float* a = acc_mem + (h * 8 + j % 8) * hd;
+      for (int d = 0; d < hd; d += 8) {
+        _mm256_store_ps(a + d, _mm256_fmadd_ps(pj, _mm256_loadu_ps(vj + d), _mm256_load_ps(a + d)));
+      }
+    }
+  }
+  // fold_partials' TinyBlas order, lane by lane.
+  for (int h = 0; h < n_q; ++h) {
+    const float* a = acc_mem + h * 8 * hd;
+    for (int d = 0; d < hd; d += 8) {
+      auto at = [&](int k) { return _mm256_load_ps(a + k * hd + d); };
+      const __m256 t0 = _mm256_add_ps(at(0), at(4));
+      const __m256 t1 = _mm256_add_ps(at(1), at(5));
+      const __m256 t2 = _mm256_add_ps(at(2), at(6));
+      const __m256 t3 = _mm256_add_ps(at(3), at(7));
+      _mm256_storeu_ps(out + h * hd + d, _mm256_add_ps(_mm256_add_ps(t0, t2), _mm256_add_ps(t1, t3)));
+    }
+  }
+}
+
 void softmax_ggml_avx2(float* x, int64_t n) {
   float max = -INFINITY;
   for (int64_t i = 0; i < n; ++i) max = x[i] > max ? x[i] : max;

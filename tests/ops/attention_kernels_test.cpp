@@ -103,3 +103,52 @@ TEST(AttentionKernels, Avx2BitIdenticalToScalar) {
 
 }  // namespace
 }  // namespace squeeze::ops
+
+namespace squeeze::ops {
+namespace {
+
+// The batch kernels on widened (float) K / V equal the half-precision scalar kernels in
+// TinyBlas order bit for bit, for 1..4 query heads sharing the rows.
+TEST(AttentionKernels, WidenedBatchKernelsEqualScalarTinyBlas) {
+  const auto v = attention_kernels(Isa::Avx2);
+  if (!cpu_has_avx2() || v.qk_f32 == nullptr) GTEST_SKIP() << "no AVX2";
+  const auto s = attention_kernels(Isa::Scalar);
+  for (int hd : {8, 64, 128}) {
+    for (int64_t n_kv : {1, 7, 8, 9, 70, 130}) {
+      const int64_t stride = 3 * hd;
+      std::vector<f16_t> kh(n_kv * stride), vh(n_kv * stride);
+      const auto kr = randn(n_kv * stride, 31 + n_kv), vr = randn(n_kv * stride, 41 + n_kv);
+      for (size_t i = 0; i < kh.size(); ++i) kh[i] = f32_to_f16(kr[i]), vh[i] = f32_to_f16(vr[i]);
+      std::vector<float> k32(kh.size()), v32(vh.size());
+      for (size_t i = 0; i < kh.size(); ++i) k32[i] = f16_to_f32(kh[i]), v32[i] = f16_to_f32(vh[i]);
+      for (int n_q = 1; n_q <= kQkMaxHeads; ++n_q) {
+        std::vector<f16_t> qh(n_q * hd);
+        const auto qr = randn(n_q * hd, 51 + n_q);
+        std::vector<float> q32(n_q * hd);
+        for (int i = 0; i < n_q * hd; ++i) qh[i] = f32_to_f16(qr[i]), q32[i] = f16_to_f32(qh[i]);
+        const float scale = 0.125f;
+        std::vector<float> scores(n_q * n_kv);
+        v.qk_f32(q32.data(), n_q, k32.data() + hd, stride, n_kv, hd, scale, scores.data(), n_kv);
+        std::vector<float> p(n_q * n_kv);
+        for (int h = 0; h < n_q; ++h) {
+          for (int64_t j = 0; j < n_kv; ++j) {
+            const float want = scale * s.dot_f16(kh.data() + j * stride + hd, qh.data() + h * hd, hd,
+                                                 SumOrder::TinyBlas);
+            ASSERT_EQ(scores[h * n_kv + j], want) << hd << " " << n_kv << " " << n_q;
+            p[h * n_kv + j] = f16_to_f32(f32_to_f16(std::abs(qr[(h * 7 + j) % qr.size()]) / n_kv));
+          }
+        }
+        std::vector<float> out(n_q * hd), want(hd), part(32 * hd);
+        v.pv_f32(p.data(), n_kv, n_q, v32.data() + hd, stride, n_kv, hd, out.data());
+        for (int h = 0; h < n_q; ++h) {
+          s.pv(p.data() + h * n_kv, vh.data() + hd, stride, n_kv, hd, SumOrder::TinyBlas,
+               part.data(), want.data());
+          for (int d = 0; d < hd; ++d) ASSERT_EQ(out[h * hd + d], want[d]) << hd << " " << n_kv;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace squeeze::ops

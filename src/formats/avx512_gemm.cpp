@@ -111,13 +111,19 @@ inline void tile(int64_t nb, const uint8_t* w, size_t ws, const uint8_t* x, size
   for (int r = 0; r < RM; ++r) {
     for (int t = 0; t < RN; ++t) mins[r][t] = 0.0f;
   }
+  // Decode: the tile kPrefetchTiles ahead (RM rows back to back) is prefetched a few cache
+  // lines per block, spread over the loop.
+  const char* pf = reinterpret_cast<const char*>(w) + kPrefetchTiles * RM * ws;
+  const int64_t pf_lines = static_cast<int64_t>((RM * ws + 63) / 64);
+  const int64_t pf_step = (pf_lines + nb - 1) / nb;
   for (int64_t i = 0; i < nb; ++i) {
+    if (RN == 1) {
+      for (int64_t l = i * pf_step; l < (i + 1) * pf_step && l < pf_lines; ++l) {
+        _mm_prefetch(pf + l * 64, _MM_HINT_T0);
+      }
+    }
     R rows[P];
     for (int p = 0; p < P; ++p) {
-      if (RN == 1) {
-        _mm_prefetch(reinterpret_cast<const char*>(wr[2 * p] + i) + kPrefetchTiles * RM * ws, _MM_HINT_T0);
-        _mm_prefetch(reinterpret_cast<const char*>(wr[2 * p + 1] + i) + kPrefetchTiles * RM * ws, _MM_HINT_T0);
-      }
       rows[p].load(wr[2 * p][i], wr[2 * p + 1][i]);
     }
     for (int t = 0; t < RN; ++t) {
@@ -230,12 +236,16 @@ inline void q4_0_rep_8x1(int64_t nb, const uint8_t* w, size_t ws, const uint8_t*
   for (int r = 0; r < 8; ++r) wr[r] = reinterpret_cast<const BlockQ4_0*>(w + r * ws);
   const BlockQ8_0* xb = reinterpret_cast<const BlockQ8_0*>(x);
   __m256 acc = _mm256_setzero_ps();
+  const char* pf = reinterpret_cast<const char*>(w) + kPrefetchTiles * 8 * ws;
+  const int64_t pf_lines = static_cast<int64_t>((8 * ws + 63) / 64);
+  const int64_t pf_step = (pf_lines + nb - 1) / nb;
   for (int64_t i = 0; i < nb; ++i) {
+    for (int64_t l = i * pf_step; l < (i + 1) * pf_step && l < pf_lines; ++l) {
+      _mm_prefetch(pf + l * 64, _MM_HINT_T0);
+    }
     const __m512i y2 = _mm512_broadcast_i64x4(load32(xb[i].qs));
     __m512i z[4];
     for (int p = 0; p < 4; ++p) {
-      _mm_prefetch(reinterpret_cast<const char*>(wr[2 * p] + i) + kPrefetchTiles * 8 * ws, _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(wr[2 * p + 1] + i) + kPrefetchTiles * 8 * ws, _MM_HINT_T0);
       z[p] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), unpack2(wr[2 * p][i].qs, wr[2 * p + 1][i].qs), y2);
     }
     const __m256i sums = _mm256_sub_epi32(reduce_pairs4(z), _mm256_set1_epi32(8 * sum_i8(xb[i].qs)));

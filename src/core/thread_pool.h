@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
-#include <functional>
 #include <thread>
 #include <vector>
 
@@ -16,8 +15,20 @@ namespace squeeze {
 
 class ThreadPool {
  public:
-  // Runs chunk `chunk` on thread `ith` (0 = the calling thread, < size()).
-  using ChunkFn = std::function<void(int64_t chunk, int ith)>;
+  // Runs chunk `chunk` on thread `ith` (0 = the calling thread, < size()). A non-owning
+  // reference to any callable (no allocation per region, unlike std::function); the callable
+  // must outlive the run_chunks call, which a lambda passed directly does.
+  class ChunkFn {
+   public:
+    template <typename F>
+    ChunkFn(const F& f)  // NOLINT(google-explicit-constructor): lambdas convert implicitly
+        : obj_(&f), call_([](const void* o, int64_t c, int i) { (*static_cast<const F*>(o))(c, i); }) {}
+    void operator()(int64_t chunk, int ith) const { call_(obj_, chunk, ith); }
+
+   private:
+    const void* obj_;
+    void (*call_)(const void*, int64_t, int);
+  };
 
   explicit ThreadPool(int n_threads);
   ~ThreadPool();

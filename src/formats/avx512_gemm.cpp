@@ -51,6 +51,20 @@ inline float hsum_hi(__m512 v) {
   return hsum(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
 }
 
+// The 8 half-precision values at byte offsets offs[k] from p (each the first field of a
+// block, d), converted: one gather instead of eight scalar inserts (those all compete for one
+// shuffle port, which limited decode). Reads 4 bytes at each offset (d and the next field).
+inline __m256 gather_halves(const uint8_t* p, __m256i offs, __m256i* raw) {
+  *raw = _mm256_i32gather_epi32(reinterpret_cast<const int*>(p), offs, 1);
+  return _mm256_cvtph_ps(_mm256_cvtepi32_epi16(*raw));
+}
+
+inline __m256i row_offsets(size_t ws, const int (&order)[8]) {
+  alignas(32) int32_t o[8];
+  for (int k = 0; k < 8; ++k) o[k] = static_cast<int32_t>(order[k] * ws);
+  return _mm256_load_si256(reinterpret_cast<const __m256i*>(o));
+}
+
 // ---- Q4_1 x Q8_1 and Q8_0 x Q8_0 in vec_dot's lane order ----
 
 // Weight side of two rows' block i: unsigned codes (Q8_0: |w|, with the sign mask to move
@@ -62,9 +76,10 @@ struct Q4_1Rows {
   __m512i u;
   __m512 d;
   void load(const W& a, const W& b) {
-    u = unpack2(a.qs, b.qs);
+    load_codes(a, b);
     d = halves2(a.d, b.d);
   }
+  void load_codes(const W& a, const W& b) { u = unpack2(a.qs, b.qs); }
   __m512i act(__m512i y) const { return y; }
 };
 
@@ -76,10 +91,13 @@ struct Q8_0Rows {
   __mmask64 neg;
   __m512 d;
   void load(const W& a, const W& b) {
+    load_codes(a, b);
+    d = halves2(a.d, b.d);
+  }
+  void load_codes(const W& a, const W& b) {
     const __m512i w = _mm512_inserti64x4(_mm512_castsi256_si512(load32(a.qs)), load32(b.qs), 1);
     u = _mm512_abs_epi8(w);
     neg = _mm512_movepi8_mask(w);
-    d = halves2(a.d, b.d);
   }
   // sign(y, w) where w != 0; where w == 0 the code |w| is 0 and y does not matter.
   __m512i act(__m512i y) const { return _mm512_mask_sub_epi8(y, neg, _mm512_setzero_si512(), y); }
@@ -180,6 +198,60 @@ inline void tile(int64_t nb, const uint8_t* w, size_t ws, const uint8_t* x, size
   }
 }
 
+constexpr int kRowsInOrder[8] = {0, 1, 2, 3, 4, 5, 6, 7};
+
+// 8 rows x 1 token (decode) in vec_dot's lane order: as tile<R, 8, 1>, with the rows' scales
+// (and Q4_1's mins) gathered.
+template <typename R>
+inline void gemv8(int64_t nb, const uint8_t* w, size_t ws, const uint8_t* x, float* y) {
+  using W = typename R::W;
+  using X = typename R::X;
+  const W* wr[8];
+  for (int r = 0; r < 8; ++r) wr[r] = reinterpret_cast<const W*>(w + r * ws);
+  const X* xb = reinterpret_cast<const X*>(x);
+  const __m256i offs = row_offsets(ws, kRowsInOrder);
+  __m512i spread[4];  // lanes 0-7: row 2p, lanes 8-15: row 2p + 1
+  for (int p = 0; p < 4; ++p) {
+    spread[p] = _mm512_inserti64x4(_mm512_set1_epi32(2 * p), _mm256_set1_epi32(2 * p + 1), 1);
+  }
+  __m512 acc[4];
+  for (int p = 0; p < 4; ++p) acc[p] = _mm512_setzero_ps();
+  __m256 mins8 = _mm256_setzero_ps();
+  const char* pf = reinterpret_cast<const char*>(w) + kPrefetchTiles * 8 * ws;
+  const int64_t pf_lines = static_cast<int64_t>((8 * ws + 63) / 64);
+  const int64_t pf_step = (pf_lines + nb - 1) / nb;
+  for (int64_t i = 0; i < nb; ++i) {
+    for (int64_t l = i * pf_step; l < (i + 1) * pf_step && l < pf_lines; ++l) {
+      _mm_prefetch(pf + l * 64, _MM_HINT_T0);
+    }
+    __m256i raw;
+    const __m512 d16 = _mm512_castps256_ps512(gather_halves(w + i * sizeof(W), offs, &raw));
+    const __m512i y2 = _mm512_broadcast_i64x4(load32(xb[i].qs));
+    const __m512 dx = _mm512_set1_ps(half_to_float(xb[i].d));
+    for (int p = 0; p < 4; ++p) {
+      R rows;
+      rows.load_codes(wr[2 * p][i], wr[2 * p + 1][i]);
+      const __m512 d = _mm512_mul_ps(_mm512_permutexvar_ps(spread[p], d16), dx);
+      acc[p] = _mm512_fmadd_ps(d, dot_lanes(rows.u, rows.act(y2)), acc[p]);
+    }
+    if constexpr (R::kHasMin) {  // m is the half after d: the high 16 bits of each gathered word
+      const __m256 m8 = _mm256_cvtph_ps(_mm256_cvtepi32_epi16(_mm256_srli_epi32(raw, 16)));
+      mins8 = _mm256_add_ps(mins8, _mm256_mul_ps(m8, _mm256_set1_ps(half_to_float(xb[i].s))));
+    }
+  }
+  alignas(32) float m[8];
+  _mm256_store_ps(m, mins8);
+  for (int p = 0; p < 4; ++p) {
+    if constexpr (R::kHasMin) {
+      y[2 * p] = hsum_lo(acc[p]) + m[2 * p];
+      y[2 * p + 1] = hsum_hi(acc[p]) + m[2 * p + 1];
+    } else {
+      y[2 * p] = hsum_lo(acc[p]);
+      y[2 * p + 1] = hsum_hi(acc[p]);
+    }
+  }
+}
+
 template <typename R>
 void gemm_lanes(int64_t n, const void* w, size_t ws, int64_t n_rows, const void* x, size_t xs,
                 int64_t n_tokens, float* y, int64_t ys, void (*edge)(int64_t, const void*, size_t,
@@ -190,7 +262,7 @@ void gemm_lanes(int64_t n, const void* w, size_t ws, int64_t n_rows, const void*
   const uint8_t* xb = static_cast<const uint8_t*>(x);
   int64_t r = 0;
   if (n_tokens == 1) {
-    for (; r + 8 <= n_rows; r += 8) tile<R, 8, 1>(nb, wb + r * ws, ws, xb, xs, y + r, ys);
+    for (; r + 8 <= n_rows; r += 8) gemv8<R>(nb, wb + r * ws, ws, xb, y + r);
   } else {
     for (; r + 4 <= n_rows; r += 4) {
       int64_t t = 0;
@@ -230,11 +302,17 @@ inline int32_t sum_i8(const int8_t* p) {
   return hsum(s);
 }
 
-// 8 rows x 1 token (decode). Lane order of the accumulator: rows 0, 2, 4, 6, 1, 3, 5, 7.
-inline void q4_0_rep_8x1(int64_t nb, const uint8_t* w, size_t ws, const uint8_t* x, float* y) {
+// 8 rows x 1 token (decode). Lane order of the accumulator: rows 0, 2, 4, 6, 1, 3, 5, 7 (the
+// order reduce_pairs4 leaves the sums in; the scales are gathered in that order too).
+// corr[i] = 8 * sum(y) and dx[i] = d_x of the activation's block i, prepared once per call.
+constexpr int kRowOrder8[8] = {0, 2, 4, 6, 1, 3, 5, 7};
+
+inline void q4_0_rep_8x1(int64_t nb, const uint8_t* w, size_t ws, const uint8_t* x,
+                         const int32_t* corr, const float* dx, float* y) {
   const BlockQ4_0* wr[8];
   for (int r = 0; r < 8; ++r) wr[r] = reinterpret_cast<const BlockQ4_0*>(w + r * ws);
   const BlockQ8_0* xb = reinterpret_cast<const BlockQ8_0*>(x);
+  const __m256i offs = row_offsets(ws, kRowOrder8);
   __m256 acc = _mm256_setzero_ps();
   const char* pf = reinterpret_cast<const char*>(w) + kPrefetchTiles * 8 * ws;
   const int64_t pf_lines = static_cast<int64_t>((8 * ws + 63) / 64);
@@ -248,17 +326,14 @@ inline void q4_0_rep_8x1(int64_t nb, const uint8_t* w, size_t ws, const uint8_t*
     for (int p = 0; p < 4; ++p) {
       z[p] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), unpack2(wr[2 * p][i].qs, wr[2 * p + 1][i].qs), y2);
     }
-    const __m256i sums = _mm256_sub_epi32(reduce_pairs4(z), _mm256_set1_epi32(8 * sum_i8(xb[i].qs)));
-    const __m128i dh = _mm_setr_epi16(
-        static_cast<short>(wr[0][i].d), static_cast<short>(wr[2][i].d), static_cast<short>(wr[4][i].d),
-        static_cast<short>(wr[6][i].d), static_cast<short>(wr[1][i].d), static_cast<short>(wr[3][i].d),
-        static_cast<short>(wr[5][i].d), static_cast<short>(wr[7][i].d));
-    const __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(dh), _mm256_set1_ps(half_to_float(xb[i].d)));
+    const __m256i sums = _mm256_sub_epi32(reduce_pairs4(z), _mm256_set1_epi32(corr[i]));
+    __m256i raw;
+    const __m256 dw = gather_halves(w + i * sizeof(BlockQ4_0), offs, &raw);
+    const __m256 d = _mm256_mul_ps(dw, _mm256_set1_ps(dx[i]));
     acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), d, acc);
   }
   alignas(32) float out[8];
   _mm256_store_ps(out, acc);
-  static constexpr int kRowOrder8[8] = {0, 2, 4, 6, 1, 3, 5, 7};
   for (int k = 0; k < 8; ++k) y[kRowOrder8[k]] = out[k];
 }
 
@@ -348,8 +423,15 @@ void gemm_q4_0_repacked(int64_t n, const void* w, size_t ws, int64_t n_rows, con
   const uint8_t* wb = static_cast<const uint8_t*>(w);
   const uint8_t* xb = static_cast<const uint8_t*>(x);
   int64_t r = 0;
-  if (n_tokens == 1) {
-    for (; r + 8 <= n_rows; r += 8) q4_0_rep_8x1(nb, wb + r * ws, ws, xb, y + r);
+  if (n_tokens == 1 && nb <= kMaxBlocks) {
+    int32_t corr[kMaxBlocks];
+    float dx[kMaxBlocks];
+    const BlockQ8_0* xq = static_cast<const BlockQ8_0*>(x);
+    for (int64_t i = 0; i < nb; ++i) {
+      corr[i] = 8 * sum_i8(xq[i].qs);
+      dx[i] = half_to_float(xq[i].d);
+    }
+    for (; r + 8 <= n_rows; r += 8) q4_0_rep_8x1(nb, wb + r * ws, ws, xb, corr, dx, y + r);
   } else if (n_tokens >= 4 && n_rows >= 4 && nb <= kMaxBlocks) {
     // Token groups outer (their block sums and scales prepared once), rows inner.
     const int64_t t_end = n_tokens / 4 * 4;

@@ -51,6 +51,25 @@ inline float hsum_hi(__m512 v) {
   return hsum(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
 }
 
+// Decode streams the weights once: the tile kPrefetchTiles ahead (its rows lie back to back,
+// tile_bytes in all) is prefetched a few cache lines per block, spread over the block loop.
+class TilePrefetch {
+ public:
+  TilePrefetch(const uint8_t* tile, size_t tile_bytes, int64_t nb)
+      : next_(reinterpret_cast<const char*>(tile) + kPrefetchTiles * tile_bytes),
+        lines_(static_cast<int64_t>((tile_bytes + 63) / 64)),
+        step_((lines_ + nb - 1) / nb) {}
+  // Before block i.
+  void at(int64_t i) const {
+    for (int64_t l = i * step_; l < (i + 1) * step_ && l < lines_; ++l) _mm_prefetch(next_ + l * 64, _MM_HINT_T0);
+  }
+
+ private:
+  const char* next_;
+  int64_t lines_;
+  int64_t step_;
+};
+
 // The 8 half-precision values at byte offsets offs[k] from p (each the first field of a
 // block, d), converted: one gather instead of eight scalar inserts (those all compete for one
 // shuffle port, which limited decode). Reads 4 bytes at each offset (d and the next field).
@@ -129,17 +148,9 @@ inline void tile(int64_t nb, const uint8_t* w, size_t ws, const uint8_t* x, size
   for (int r = 0; r < RM; ++r) {
     for (int t = 0; t < RN; ++t) mins[r][t] = 0.0f;
   }
-  // Decode: the tile kPrefetchTiles ahead (RM rows back to back) is prefetched a few cache
-  // lines per block, spread over the loop.
-  const char* pf = reinterpret_cast<const char*>(w) + kPrefetchTiles * RM * ws;
-  const int64_t pf_lines = static_cast<int64_t>((RM * ws + 63) / 64);
-  const int64_t pf_step = (pf_lines + nb - 1) / nb;
+  const TilePrefetch prefetch(w, RM * ws, nb);
   for (int64_t i = 0; i < nb; ++i) {
-    if (RN == 1) {
-      for (int64_t l = i * pf_step; l < (i + 1) * pf_step && l < pf_lines; ++l) {
-        _mm_prefetch(pf + l * 64, _MM_HINT_T0);
-      }
-    }
+    if (RN == 1) prefetch.at(i);
     R rows[P];
     for (int p = 0; p < P; ++p) {
       rows[p].load(wr[2 * p][i], wr[2 * p + 1][i]);
@@ -217,13 +228,9 @@ inline void gemv8(int64_t nb, const uint8_t* w, size_t ws, const uint8_t* x, flo
   __m512 acc[4];
   for (int p = 0; p < 4; ++p) acc[p] = _mm512_setzero_ps();
   __m256 mins8 = _mm256_setzero_ps();
-  const char* pf = reinterpret_cast<const char*>(w) + kPrefetchTiles * 8 * ws;
-  const int64_t pf_lines = static_cast<int64_t>((8 * ws + 63) / 64);
-  const int64_t pf_step = (pf_lines + nb - 1) / nb;
+  const TilePrefetch prefetch(w, 8 * ws, nb);
   for (int64_t i = 0; i < nb; ++i) {
-    for (int64_t l = i * pf_step; l < (i + 1) * pf_step && l < pf_lines; ++l) {
-      _mm_prefetch(pf + l * 64, _MM_HINT_T0);
-    }
+    prefetch.at(i);
     __m256i raw;
     const __m512 d16 = _mm512_castps256_ps512(gather_halves(w + i * sizeof(W), offs, &raw));
     const __m512i y2 = _mm512_broadcast_i64x4(load32(xb[i].qs));
@@ -314,13 +321,9 @@ inline void q4_0_rep_8x1(int64_t nb, const uint8_t* w, size_t ws, const uint8_t*
   const BlockQ8_0* xb = reinterpret_cast<const BlockQ8_0*>(x);
   const __m256i offs = row_offsets(ws, kRowOrder8);
   __m256 acc = _mm256_setzero_ps();
-  const char* pf = reinterpret_cast<const char*>(w) + kPrefetchTiles * 8 * ws;
-  const int64_t pf_lines = static_cast<int64_t>((8 * ws + 63) / 64);
-  const int64_t pf_step = (pf_lines + nb - 1) / nb;
+  const TilePrefetch prefetch(w, 8 * ws, nb);
   for (int64_t i = 0; i < nb; ++i) {
-    for (int64_t l = i * pf_step; l < (i + 1) * pf_step && l < pf_lines; ++l) {
-      _mm_prefetch(pf + l * 64, _MM_HINT_T0);
-    }
+    prefetch.at(i);
     const __m512i y2 = _mm512_broadcast_i64x4(load32(xb[i].qs));
     __m512i z[4];
     for (int p = 0; p < 4; ++p) {

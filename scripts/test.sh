@@ -11,7 +11,7 @@ build="${SQUEEZE_BUILD_DIR:-$root/build}"
 # The kernel ISA squeeze picks here (core/cpu.h: avx512 > avx2 > scalar).
 best=scalar
 grep -q avx2 /proc/cpuinfo && best=avx2
-grep -q avx512vnni /proc/cpuinfo && grep -q avx512vl /proc/cpuinfo && grep -q avx512bw /proc/cpuinfo && best=avx512
+grep -q avx512_vnni /proc/cpuinfo && grep -q avx512vl /proc/cpuinfo && grep -q avx512bw /proc/cpuinfo && best=avx512
 echo "== tests, default kernels ($best)"
 ctest --test-dir "$build" --output-on-failure -j "$(nproc)"
 if [[ "$best" == avx512 ]]; then

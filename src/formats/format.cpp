@@ -143,6 +143,7 @@ KernelTable make_avx512_table() {
   at(DType::Q4_0).gemm_repacked = gemm_q4_0_repacked;
   at(DType::Q4_1).gemm = gemm_q4_1;
   at(DType::Q8_0).gemm = gemm_q8_0;
+  at(DType::F16).gemm = gemm_f16;
 #endif
   return t;
 }

@@ -100,7 +100,8 @@ void gemm_f16(int64_t n, const void* w, size_t ws, int64_t n_rows, const void* x
               int64_t n_tokens, float* y, int64_t ys);
 }  // namespace avx2
 
-// AVX-512 F/BW/VL + VNNI (avx512_gemm.cpp): the tiled products, bit-identical to the AVX2 ones.
+// AVX-512 F/BW/VL + VNNI (avx512_gemm.cpp): the tiled products, bit-identical to the AVX2 ones
+// (F16: within float rounding).
 namespace avx512 {
 void gemm_q4_0_repacked(int64_t n, const void* w, size_t ws, int64_t n_rows, const void* x,
                         size_t xs, int64_t n_tokens, float* y, int64_t ys);
@@ -108,6 +109,9 @@ void gemm_q4_1(int64_t n, const void* w, size_t ws, int64_t n_rows, const void* 
                int64_t n_tokens, float* y, int64_t ys);
 void gemm_q8_0(int64_t n, const void* w, size_t ws, int64_t n_rows, const void* x, size_t xs,
                int64_t n_tokens, float* y, int64_t ys);
+// Within float rounding of vec_dot_f16 (16-lane accumulators in prefill tiles).
+void gemm_f16(int64_t n, const void* w, size_t ws, int64_t n_rows, const void* x, size_t xs,
+              int64_t n_tokens, float* y, int64_t ys);
 }  // namespace avx512
 
 }  // namespace squeeze::formats

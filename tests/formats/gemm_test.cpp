@@ -83,7 +83,8 @@ INSTANTIATE_TEST_SUITE_P(Formats, Gemm,
                                            Case{DType::F16, false, false},
                                            Case{DType::Q4_0, true, true, Isa::Avx512},
                                            Case{DType::Q4_1, false, true, Isa::Avx512},
-                                           Case{DType::Q8_0, false, true, Isa::Avx512}),
+                                           Case{DType::Q8_0, false, true, Isa::Avx512},
+                                           Case{DType::F16, false, false, Isa::Avx512}),
                          [](const auto& info) {
                            return std::string(format_info(info.param.type).name) +
                                   (info.param.repacked ? "_repacked_" : "_") +

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "cli_run.h"
 #include "tiny_model.h"
 
 namespace squeeze {
@@ -18,29 +19,11 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct Result {
-  int rc;
-  std::string out, err;
-};
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using Result = testing::CmdResult;
+using testing::expect_clean_error;
 
 Result squeeze_cmd(const std::string& args, const std::string& input = "") {
-  const fs::path dir = fs::temp_directory_path();
-  // ctest runs each test in its own process, in parallel: names carry the pid.
-  const std::string id = std::to_string(getpid());
-  const fs::path out = dir / ("squeeze_cli_out_" + id), err = dir / ("squeeze_cli_err_" + id),
-                 in = dir / ("squeeze_cli_in_" + id);
-  std::ofstream(in) << input;
-  const std::string cmd = std::string(SQUEEZE_BINARY) + " " + args + " <" + in.string() + " >" +
-                          out.string() + " 2>" + err.string();
-  const int status = std::system(cmd.c_str());
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), slurp(out), slurp(err)};
+  return testing::run_squeeze(args, "cli", input);
 }
 
 std::vector<uint8_t> tiny_bytes() { return testing::tiny_model_writer().to_bytes(); }
@@ -50,14 +33,6 @@ std::string write_file(const std::string& name, const std::vector<uint8_t>& byte
   std::ofstream(p, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()),
                                            static_cast<std::streamsize>(bytes.size()));
   return p.string();
-}
-
-// Exit code 1 or 2 (not a signal, not a sanitizer abort) and exactly one line "error: ...".
-void expect_clean_error(const Result& r, const std::string& needle) {
-  EXPECT_TRUE(r.rc == 1 || r.rc == 2) << "rc=" << r.rc << " stderr: " << r.err;
-  EXPECT_EQ(r.err.rfind("error: ", 0), 0u) << r.err;
-  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
-  EXPECT_NE(r.err.find(needle), std::string::npos) << "missing '" << needle << "' in: " << r.err;
 }
 
 TEST(Cli, GeneratesOnTinyModel) {

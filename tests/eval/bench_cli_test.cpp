@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "cli_run.h"
 #include "temp_dir.h"
 #include "tiny_model.h"
 
@@ -20,33 +21,10 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-struct Result {
-  int rc;
-  std::string out, err;
-};
+using Result = testing::CmdResult;
+using testing::expect_clean_error;
 
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-
-Result bench(const std::string& args) {
-  const fs::path out = testing::temp_path("bench_out"), err = testing::temp_path("bench_err");
-  const std::string cmd = std::string(SQUEEZE_BINARY) + " bench " + args + " >" + out.string() +
-                          " 2>" + err.string() + " </dev/null";
-  const int status = std::system(cmd.c_str());
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), slurp(out), slurp(err)};
-}
-
-void expect_clean_error(const Result& r, const std::string& needle) {
-  EXPECT_TRUE(r.rc == 1 || r.rc == 2) << "rc=" << r.rc << " stderr: " << r.err;
-  EXPECT_EQ(r.err.rfind("error: ", 0), 0u) << r.err;
-  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
-  EXPECT_NE(r.err.find(needle), std::string::npos) << "missing '" << needle << "' in: " << r.err;
-}
+Result bench(const std::string& args) { return testing::run_squeeze("bench " + args, "bench_cli"); }
 
 const std::string& tiny() {
   static const std::string path = [] {

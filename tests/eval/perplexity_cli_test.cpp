@@ -11,6 +11,7 @@
 #include <iterator>
 #include <sstream>
 
+#include "cli_run.h"
 #include "temp_dir.h"
 #include "tiny_model.h"
 
@@ -19,34 +20,18 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct Result {
-  int rc;
-  std::string out, err;
-};
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+using Result = testing::CmdResult;
+using testing::slurp;
 
 fs::path tmp(const std::string& name) { return testing::temp_path(name); }
 
 Result perplexity(const std::string& args) {
-  const fs::path out = tmp("squeeze_ppl_out.txt"), err = tmp("squeeze_ppl_err.txt");
-  const std::string cmd = std::string(SQUEEZE_BINARY) + " perplexity " + args + " >" +
-                          out.string() + " 2>" + err.string() + " </dev/null";
-  const int status = std::system(cmd.c_str());
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), slurp(out), slurp(err)};
+  return testing::run_squeeze("perplexity " + args, "ppl_cli");
 }
 
-void expect_clean_error(const Result& r, const std::string& needle) {
-  EXPECT_TRUE(r.rc == 1 || r.rc == 2) << "rc=" << r.rc << " stderr: " << r.err;
-  const size_t at = r.err.find("error: ");
-  ASSERT_NE(at, std::string::npos) << r.err;
-  EXPECT_EQ(std::count(r.err.begin() + static_cast<ptrdiff_t>(at), r.err.end(), '\n'), 1) << r.err;
-  EXPECT_NE(r.err.find(needle), std::string::npos) << "missing '" << needle << "' in: " << r.err;
+// Progress lines may come before the error line.
+void expect_error(const Result& r, const std::string& needle) {
+  testing::expect_clean_error(r, needle, /*after_progress=*/true);
 }
 
 // ~1 token per byte with the tiny byte-level vocabulary.
@@ -121,18 +106,18 @@ TEST(PerplexityCli, SelfKldIsZeroAndTop1Is100) {
 TEST(PerplexityCli, ArgumentAndInputErrors) {
   Files f;
   const std::string m = "-m " + f.model;
-  expect_clean_error(perplexity(m + " -f /nonexistent/text.txt"), "/nonexistent/text.txt");
-  expect_clean_error(perplexity("-m /nonexistent/m.gguf -f " + f.text), "/nonexistent/m.gguf");
-  expect_clean_error(perplexity(m), "--file");
+  expect_error(perplexity(m + " -f /nonexistent/text.txt"), "/nonexistent/text.txt");
+  expect_error(perplexity("-m /nonexistent/m.gguf -f " + f.text), "/nonexistent/m.gguf");
+  expect_error(perplexity(m), "--file");
   const std::string short_text = text_file("squeeze_ppl_short.txt", 100, 2);
-  expect_clean_error(perplexity(m + " -f " + short_text + " --ctx 64"), "needs at least 128");
-  expect_clean_error(perplexity(m + " -f " + f.text + " --ctx 4096"), "exceeds the model's 128");
-  expect_clean_error(perplexity(m + " -f " + f.text + " --ctx 64 --chunks 0"), "chunks");
-  expect_clean_error(perplexity(m + " -f " + f.text + " --save-logits a --kl-divergence b"),
+  expect_error(perplexity(m + " -f " + short_text + " --ctx 64"), "needs at least 128");
+  expect_error(perplexity(m + " -f " + f.text + " --ctx 4096"), "exceeds the model's 128");
+  expect_error(perplexity(m + " -f " + f.text + " --ctx 64 --chunks 0"), "chunks");
+  expect_error(perplexity(m + " -f " + f.text + " --save-logits a --kl-divergence b"),
                      "excludes");
-  expect_clean_error(perplexity(m + " -f " + f.text + " --kl-divergence /nonexistent/l.bin"),
+  expect_error(perplexity(m + " -f " + f.text + " --kl-divergence /nonexistent/l.bin"),
                      "/nonexistent/l.bin");
-  expect_clean_error(perplexity(m + " -f " + f.text + " --ctx 64 --save-logits /nonexistent/d/l"),
+  expect_error(perplexity(m + " -f " + f.text + " --ctx 64 --save-logits /nonexistent/d/l"),
                      "/nonexistent/d/l");
 }
 
@@ -143,12 +128,12 @@ TEST(PerplexityCli, SavedLogitsMustMatchTheRun) {
   ASSERT_EQ(perplexity(run + " --save-logits " + logits).rc, 0);
   const std::string kl = " --kl-divergence " + logits;
   const std::string other_text = text_file("squeeze_ppl_other.txt", 700, 3);
-  expect_clean_error(perplexity("-m " + f.model + " -f " + other_text + " --ctx 64" + kl),
+  expect_error(perplexity("-m " + f.model + " -f " + other_text + " --ctx 64" + kl),
                      "different text");
-  expect_clean_error(perplexity("-m " + f.model + " -f " + f.text + " --ctx 32" + kl), "--ctx 64");
+  expect_error(perplexity("-m " + f.model + " -f " + f.text + " --ctx 32" + kl), "--ctx 64");
   std::vector<std::string> vocab = testing::tiny_vocab();
   vocab[200] = "zz";  // same size, one token text changed
-  expect_clean_error(perplexity("-m " + model_file("squeeze_ppl_vocab.gguf", 1, vocab) + " -f " +
+  expect_error(perplexity("-m " + model_file("squeeze_ppl_vocab.gguf", 1, vocab) + " -f " +
                                 f.text + " --ctx 64" + kl),
                      "different vocabulary");
 
@@ -160,13 +145,13 @@ TEST(PerplexityCli, SavedLogitsMustMatchTheRun) {
   };
   std::string flipped = good;
   flipped[good.size() / 2] ^= 0x10;
-  expect_clean_error(perplexity("-m " + f.model + " -f " + f.text + " --ctx 64 --kl-divergence " +
+  expect_error(perplexity("-m " + f.model + " -f " + f.text + " --ctx 64 --kl-divergence " +
                                 dump("squeeze_ppl_flip.logits", flipped)),
                      "corrupt");
-  expect_clean_error(perplexity("-m " + f.model + " -f " + f.text + " --ctx 64 --kl-divergence " +
+  expect_error(perplexity("-m " + f.model + " -f " + f.text + " --ctx 64 --kl-divergence " +
                                 dump("squeeze_ppl_cut.logits", good.substr(0, good.size() - 100))),
                      "truncated");
-  expect_clean_error(perplexity("-m " + f.model + " -f " + f.text + " --ctx 64 --kl-divergence " +
+  expect_error(perplexity("-m " + f.model + " -f " + f.text + " --ctx 64 --kl-divergence " +
                                 f.text),
                      "not a squeeze saved-logits file");
 }

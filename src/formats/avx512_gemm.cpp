@@ -122,7 +122,8 @@ struct Q8_0Rows {
   __m512i act(__m512i y) const { return _mm512_mask_sub_epi8(y, neg, _mm512_setzero_si512(), y); }
 };
 
-// RM rows (even) x RN tokens. acc[p][t] holds rows 2p (low half) and 2p+1 (high half).
+// RM rows (even) x RN tokens of a batch (decode has gemv8). acc[p][t] holds rows 2p (low half)
+// and 2p+1 (high half).
 template <typename R, int RM, int RN>
 inline void tile(int64_t nb, const uint8_t* w, size_t ws, const uint8_t* x, size_t xs, float* y,
                  int64_t ys) {
@@ -137,10 +138,8 @@ inline void tile(int64_t nb, const uint8_t* w, size_t ws, const uint8_t* x, size
   __m512 acc[P][RN];
   float mins[RM][RN];
   __m128 mins4[RM];
-  __m256 mins8 = _mm256_setzero_ps();
   (void)mins;
   (void)mins4;
-  (void)mins8;
   for (int r = 0; r < RM; ++r) mins4[r] = _mm_setzero_ps();
   for (int p = 0; p < P; ++p) {
     for (int t = 0; t < RN; ++t) acc[p][t] = _mm512_setzero_ps();
@@ -148,9 +147,7 @@ inline void tile(int64_t nb, const uint8_t* w, size_t ws, const uint8_t* x, size
   for (int r = 0; r < RM; ++r) {
     for (int t = 0; t < RN; ++t) mins[r][t] = 0.0f;
   }
-  const TilePrefetch prefetch(w, RM * ws, nb);
   for (int64_t i = 0; i < nb; ++i) {
-    if (RN == 1) prefetch.at(i);
     R rows[P];
     for (int p = 0; p < P; ++p) {
       rows[p].load(wr[2 * p][i], wr[2 * p + 1][i]);
@@ -164,8 +161,8 @@ inline void tile(int64_t nb, const uint8_t* w, size_t ws, const uint8_t* x, size
       }
     }
     if constexpr (R::kHasMin) {
-      // mins[r][t] += m_r * s_t, lanes over tokens (RN == 4) or rows (RN == 1); a multiply
-      // then an add per lane, as the scalar code.
+      // mins[r][t] += m_r * s_t, lanes over the 4 tokens of a 4 x 4 tile; a multiply then an
+      // add per lane, as the scalar code.
       if constexpr (RN == 4 && RM == 4) {
         const __m128 s4 = _mm_cvtph_ps(_mm_setr_epi16(
             static_cast<short>(xr[0][i].s), static_cast<short>(xr[1][i].s),
@@ -174,13 +171,6 @@ inline void tile(int64_t nb, const uint8_t* w, size_t ws, const uint8_t* x, size
           const __m128 m = _mm_cvtph_ps(_mm_set1_epi16(static_cast<short>(wr[r][i].m)));
           mins4[r] = _mm_add_ps(mins4[r], _mm_mul_ps(m, s4));
         }
-      } else if constexpr (RN == 1 && RM == 8) {
-        const __m256 m8 = _mm256_cvtph_ps(_mm_setr_epi16(
-            static_cast<short>(wr[0][i].m), static_cast<short>(wr[1][i].m),
-            static_cast<short>(wr[2][i].m), static_cast<short>(wr[3][i].m),
-            static_cast<short>(wr[4][i].m), static_cast<short>(wr[5][i].m),
-            static_cast<short>(wr[6][i].m), static_cast<short>(wr[7][i].m)));
-        mins8 = _mm256_add_ps(mins8, _mm256_mul_ps(m8, _mm256_set1_ps(half_to_float(xr[0][i].s))));
       } else {
         for (int t = 0; t < RN; ++t) {
           const float sx = half_to_float(xr[t][i].s);
@@ -191,10 +181,6 @@ inline void tile(int64_t nb, const uint8_t* w, size_t ws, const uint8_t* x, size
   }
   if constexpr (R::kHasMin && RN == 4 && RM == 4) {
     for (int r = 0; r < RM; ++r) _mm_storeu_ps(mins[r], mins4[r]);
-  } else if constexpr (R::kHasMin && RN == 1 && RM == 8) {
-    alignas(32) float m[8];
-    _mm256_store_ps(m, mins8);
-    for (int r = 0; r < RM; ++r) mins[r][0] = m[r];
   }
   for (int p = 0; p < P; ++p) {
     for (int t = 0; t < RN; ++t) {
@@ -211,8 +197,8 @@ inline void tile(int64_t nb, const uint8_t* w, size_t ws, const uint8_t* x, size
 
 constexpr int kRowsInOrder[8] = {0, 1, 2, 3, 4, 5, 6, 7};
 
-// 8 rows x 1 token (decode) in vec_dot's lane order: as tile<R, 8, 1>, with the rows' scales
-// (and Q4_1's mins) gathered.
+// 8 rows x 1 token (decode) in vec_dot's lane order, the rows' scales (and Q4_1's mins)
+// gathered, the weights prefetched.
 template <typename R>
 inline void gemv8(int64_t nb, const uint8_t* w, size_t ws, const uint8_t* x, float* y) {
   using W = typename R::W;

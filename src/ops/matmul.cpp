@@ -3,8 +3,6 @@
 #include <algorithm>
 #include <array>
 
-#include "core/error.h"
-
 namespace squeeze::ops {
 
 namespace {
@@ -84,7 +82,7 @@ void matmul(std::initializer_list<MatmulOut> outs, const float* x, int64_t n_tok
 
   // Chunks of rows, each within one matrix. One token (decode): kDecodeRowsPerChunk rows, long
   // runs of contiguous weights that the kernels' prefetching streams through (measured with
-  // bench on SmolLM2, 2 threads: 256 rows gave 10-20% more t/s than 64, in every format); many
+  // bench on SmolLM2, 2 threads: 256 rows gave 5-25% more t/s than 64, in every format); many
   // tokens: about 8 chunks per thread over all rows, in multiples of 16 rows (the tiles).
   int64_t total_rows = 0;
   for (const MatmulOut& o : outs) total_rows += o.w->n_rows;

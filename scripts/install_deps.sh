@@ -2,7 +2,8 @@
 # Installs the Debian packages squeeze builds with (skips apt when all are present).
 set -euo pipefail
 pkgs=(build-essential cmake ninja-build pkg-config python3 python3-pip
-      libpcre2-dev nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev)
+      libpcre2-dev nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev
+      libopenblas-dev liblapacke-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,15 +1,18 @@
 // squeeze quantize: round-to-nearest conversion between llama.cpp's block types
-// (compress/convert.h). Progress on stderr; Ctrl-C (SIGINT) or SIGTERM stops at the next
+// (compress/convert.h), or calibrated quantization by RTN / GPTQ (compress/quantize_model.h). Progress on stderr; Ctrl-C (SIGINT) or SIGTERM stops at the next
 // tensor and leaves no output behind.
 #include <signal.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <cctype>
 #include <cstdio>
 #include <iostream>
 
 #include "cli/commands.h"
 #include "cli/common.h"
 #include "compress/convert.h"
+#include "compress/quantize_model.h"
 #include "core/timer.h"
 
 namespace squeeze::cli {
@@ -65,43 +68,156 @@ void print_progress(size_t i, size_t n, const compress::TensorPlan& p) {
 }  // namespace
 
 int cmd_quantize(int argc, char** argv) {
-  CLI::App app{"Convert a GGUF model between llama.cpp's block types by plain round-to-nearest, "
-               "as llama-quantize does for one type: weight matrices are decoded and re-encoded "
-               "with ggml's reference quantizer, norms and other 1-D tensors are copied. An "
-               "existing OUT is replaced (only once the new file is complete).",
+  CLI::App app{"Quantize a GGUF model. With --type: convert between llama.cpp's block types by "
+               "plain round-to-nearest, as llama-quantize does for one type. With --method: "
+               "quantize the weight matrices of every block to --bits with one scale and offset "
+               "per --group-size, by round-to-nearest with a chosen scale (rtn) or by GPTQ on "
+               "calibration text (gptq); the result is stored as q4_0 / q4_1 / q8_0 where it "
+               "fits one exactly, as squeeze's sq*_g* types otherwise. An existing OUT is "
+               "replaced (only once the new file is complete).",
                "squeeze quantize"};
-  std::string in, out, type_name;
+  std::string in, out, type_name, method_name, scale_name = "absmax";
+  std::string embd_type = "keep", output_type = "keep";
+  std::vector<std::string> tensor_types;
+  compress::QuantizeOptions qo;
+  compress::QuantScheme& scheme = qo.gptq.scheme;
   int threads = 0;
   app.add_option("-m,--model", in, "input GGUF file (default: models/" +
                                        std::string(kDefaultModelFile) + ")");
   app.add_option("-o,--output", out, "output GGUF file")->required();
-  app.add_option("--type", type_name, "f32, f16, bf16, q8_0, q4_0, q4_1, q5_0 or q5_1")->required();
+  auto* type_opt = app.add_option("--type", type_name,
+                                  "plain conversion: f32, f16, bf16, q8_0, q4_0, q4_1, q5_0 or q5_1");
+  auto* method_opt = app.add_option("--method", method_name, "rtn or gptq")->excludes(type_opt);
+  type_opt->excludes(method_opt);
+  auto* bits_opt = app.add_option("--bits", scheme.bits, "2, 3, 4 or 8 (default 4)");
+  auto* group_opt = app.add_option("--group-size", scheme.group,
+                                   "32, 64, 128, or -1 for one group per row (default 32)");
+  auto* sym_opt = app.add_flag("--sym", scheme.sym, "symmetric grid (default: asymmetric)");
+  auto* scale_opt = app.add_option("--scale", scale_name,
+                                   "absmax, percentile, mse or kl (default absmax)");
+  auto* pct_opt = app.add_option("--percentile", scheme.percentile,
+                                 "clip percentile of |w| for --scale percentile (default 99.9)");
+  auto* damp_opt = app.add_option("--damp", qo.gptq.damp,
+                                  "GPTQ damping, fraction of the mean Hessian diagonal (default 0.01)");
+  auto* act_opt = app.add_flag("--act-order", qo.gptq.act_order,
+                               "GPTQ: columns by decreasing Hessian diagonal");
+  auto* static_opt = app.add_flag("--static-groups", qo.gptq.static_groups,
+                                  "GPTQ with --act-order: group scales from the original weights");
+  qo.calib_path = "../shared/data/wikitext-2/valid.txt";
+  auto* calib_opt = app.add_option("--calib", qo.calib_path,
+                                   "GPTQ calibration text (default ../shared/data/wikitext-2/valid.txt)");
+  auto* samples_opt = app.add_option("--calib-samples", qo.calib_samples,
+                                     "GPTQ calibration samples (default 128)")
+                          ->check(CLI::Range(1, 1 << 20));
+  auto* cctx_opt = app.add_option("--calib-ctx", qo.calib_ctx,
+                                  "tokens per calibration sample (default 512)")
+                       ->check(CLI::Range(2, 1 << 20));
+  auto* seed_opt = app.add_option("--seed", qo.seed, "calibration sampling seed (default 0)");
+  auto* tt_opt = app.add_option("--tensor-type", tensor_types,
+                                "REGEX=TYPE: tensors whose name matches get TYPE (a plain type or "
+                                "keep) instead of the method; repeatable, first match wins");
+  auto* embd_opt = app.add_option("--embd-type", embd_type,
+                                  "type of token_embd.weight (default keep)");
+  auto* out_type_opt = app.add_option("--output-type", output_type,
+                                      "type of output.weight (default keep)");
   app.add_option("-t,--threads", threads, "threads (default: all cores)")->check(CLI::Range(0, 1024));
   if (auto rc = parse(app, argc, argv)) return *rc;
 
   StopOnSignal stop_on_signal;
   return guarded([&] {
-    const compress::TargetType& target = compress::parse_target_type(type_name);
-    const gguf::File src = gguf::File::open(resolve_model_path(in));
+    // Every option combination is checked before the model is read.
+    auto only_with = [](const CLI::Option* opt, bool ok, const std::string& when) {
+      if (opt->count() > 0 && !ok) throw UsageError(opt->get_name() + " is only used " + when);
+    };
+    if (type_name.empty() && method_name.empty()) {
+      throw UsageError("give --type (plain conversion) or --method rtn|gptq");
+    }
+    const bool is_method = !method_name.empty();
+    for (const CLI::Option* opt : {bits_opt, group_opt, sym_opt, scale_opt, tt_opt, embd_opt,
+                                   out_type_opt}) {
+      only_with(opt, is_method, "with --method");
+    }
     ThreadPool pool(threads > 0 ? threads : ThreadPool::default_threads());
-    compress::ConvertOptions opts;
-    opts.target = target.type;
-    opts.cancel = &g_stop_requested;
-    opts.on_tensor = print_progress;
+    if (!is_method) {
+      const compress::TargetType& target = compress::parse_target_type(type_name);
+      const gguf::File src = gguf::File::open(resolve_model_path(in));
+      compress::ConvertOptions opts;
+      opts.target = target.type;
+      opts.cancel = &g_stop_requested;
+      opts.on_tensor = print_progress;
+      const Timer timer;
+      compress::ConvertStats st;
+      try {
+        st = compress::convert_model(src, out, opts, pool);
+      } catch (const compress::Interrupted& e) {
+        std::cerr << "error: " << e.what() << "\n";
+        return 130;  // 128 + SIGINT, as a shell reports an interrupted command
+      }
+      std::fprintf(stderr,
+                   "quantize: %zu tensors (%zu converted, %zu copied, %zu fell back to f16), "
+                   "%.2f MiB -> %.2f MiB in %.2f s, %d threads -> %s\n",
+                   st.n_tensors, st.n_converted, st.n_tensors - st.n_converted, st.n_fallback,
+                   st.bytes_in / 1048576.0, st.bytes_out / 1048576.0, timer.seconds(),
+                   pool.size(), out.c_str());
+      return 0;
+    }
+
+    std::string method = method_name;
+    for (char& c : method) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (method == "rtn") qo.method = compress::QuantMethod::Rtn;
+    else if (method == "gptq") qo.method = compress::QuantMethod::Gptq;
+    else throw UsageError("unknown --method '" + method_name + "' (choose rtn or gptq)");
+    const bool is_gptq = qo.method == compress::QuantMethod::Gptq;
+    for (const CLI::Option* opt : {damp_opt, act_opt, static_opt, calib_opt, samples_opt,
+                                   cctx_opt, seed_opt}) {
+      only_with(opt, is_gptq, "with --method gptq");
+    }
+    scheme.scale = compress::parse_scale_method(scale_name);
+    only_with(pct_opt, scheme.scale == compress::ScaleMethod::Percentile,
+              "with --scale percentile");
+    compress::check_scheme(scheme);
+    if (is_gptq) compress::check_gptq_options(qo.gptq);
+    for (const std::string& spec : tensor_types) {
+      qo.overrides.push_back(compress::parse_tensor_type(spec));
+    }
+    qo.embd = compress::parse_type_choice(embd_type);
+    qo.output = compress::parse_type_choice(output_type);
+    qo.cancel = &g_stop_requested;
+    const bool tty = isatty(STDERR_FILENO) != 0;
+    bool transient_shown = false;
+    qo.log = [&](const std::string& line, bool transient) {
+      if (transient) {
+        if (!tty) return;
+        std::fprintf(stderr, "\r%-100s", line.c_str());
+        transient_shown = true;
+        return;
+      }
+      if (transient_shown) std::fputc('\r', stderr);
+      std::fprintf(stderr, "%-100s\n", line.c_str());
+      transient_shown = false;
+    };
     const Timer timer;
-    compress::ConvertStats st;
+    compress::QuantizeStats st;
     try {
-      st = compress::convert_model(src, out, opts, pool);
+      st = compress::quantize_model(resolve_model_path(in), out, qo, pool);
     } catch (const compress::Interrupted& e) {
+      if (transient_shown) std::fputc('\n', stderr);
       std::cerr << "error: " << e.what() << "\n";
-      return 130;  // 128 + SIGINT, as a shell reports an interrupted command
+      return 130;
     }
     std::fprintf(stderr,
-                 "quantize: %zu tensors (%zu converted, %zu copied, %zu fell back to f16), "
-                 "%.2f MiB -> %.2f MiB in %.2f s, %d threads -> %s\n",
-                 st.n_tensors, st.n_converted, st.n_tensors - st.n_converted, st.n_fallback,
+                 "quantize: %s %s: %zu tensors (%zu by the method, %zu of another type, %zu "
+                 "with a smaller group), %.3f bits per quantized weight, %.2f MiB -> %.2f MiB "
+                 "in %.1f s, %d threads -> %s\n",
+                 method.c_str(), compress::scheme_text(scheme).c_str(), st.n_tensors,
+                 st.n_method, st.n_override, st.n_fallback,
+                 st.quantized_weights ? 8.0 * st.quantized_bytes / st.quantized_weights : 0.0,
                  st.bytes_in / 1048576.0, st.bytes_out / 1048576.0, timer.seconds(), pool.size(),
                  out.c_str());
+    if (is_gptq) {
+      std::fprintf(stderr, "quantize: mean relative output error on the calibration inputs: "
+                   "gptq %.4g, rtn %.4g\n", st.mean_rel_error, st.mean_rel_error_rtn);
+    }
     return 0;
   });
 }

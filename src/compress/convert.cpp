@@ -1,57 +1,19 @@
 #include "compress/convert.h"
 
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
-#include <filesystem>
 #include <span>
 #include <vector>
+
+#include "compress/output.h"
 
 namespace squeeze::compress {
 
 namespace {
 
-namespace fs = std::filesystem;
 using formats::DType;
 
 constexpr uint32_t kGgmlQuantizationVersion = 2;  // GGML_QNT_VERSION, as llama-quantize writes it
 // Rows converted between two looks at the cancel flag.
 constexpr int64_t kCancelCheckRows = 16;
-
-// Refuses an output that is the input or cannot be created, before any work is done.
-void check_output_path(const gguf::File& src, const std::string& out_path) {
-  if (out_path.empty()) throw UsageError("no output file given");
-  std::error_code ec;
-  const fs::path out(out_path);
-  if (fs::exists(out, ec)) {
-    if (fs::equivalent(out, fs::path(src.path()), ec)) {
-      throw UsageError("the output '" + out_path + "' is the input file; write to another path");
-    }
-    if (fs::is_directory(out, ec)) throw UsageError("the output '" + out_path + "' is a directory");
-  }
-  const fs::path dir = out.parent_path().empty() ? fs::path(".") : out.parent_path();
-  if (!fs::is_directory(dir, ec)) {
-    throw UsageError("cannot write '" + out_path + "': directory '" + dir.string() +
-                     "' does not exist");
-  }
-  if (::access(dir.c_str(), W_OK) != 0) {
-    throw UsageError("cannot write '" + out_path + "': directory '" + dir.string() + "': " +
-                     std::strerror(errno));
-  }
-}
-
-bool cancelled(const std::atomic<bool>* cancel) {
-  return cancel != nullptr && cancel->load(std::memory_order_relaxed);
-}
-
-// Rows of a tensor: the product of every dimension after the first.
-int64_t n_rows(const gguf::TensorInfo& t) {
-  int64_t rows = 1;
-  for (size_t d = 1; d < t.shape.size(); ++d) rows *= t.shape[d];
-  return rows;
-}
 
 }  // namespace
 
@@ -112,7 +74,7 @@ ConvertStats convert_model(const gguf::File& src, const std::string& out_path,
       st.bytes_out += t.n_bytes;
       continue;
     }
-    const int64_t rows = n_rows(t);
+    const int64_t rows = tensor_rows(t);
     buf.resize(formats::row_bytes(p.type, t.shape[0]) * static_cast<size_t>(rows));
     if (!convert_rows(t.type, p.type, t.data, buf.data(), t.shape[0], rows, pool, opts.cancel)) {
       throw interrupted;
@@ -124,19 +86,7 @@ ConvertStats convert_model(const gguf::File& src, const std::string& out_path,
   }
   if (cancelled(opts.cancel)) throw interrupted;
 
-  // The writer goes through `part.tmp` -> `part`; `part` becomes out_path only if no cancel
-  // arrived while it was being written (a write cannot be stopped half-way).
-  const std::string part = out_path + ".part";
-  w.write(part);
-  if (cancelled(opts.cancel)) {
-    std::remove(part.c_str());
-    throw interrupted;
-  }
-  if (std::rename(part.c_str(), out_path.c_str()) != 0) {
-    const std::string why = std::strerror(errno);
-    std::remove(part.c_str());
-    throw Error("cannot rename '" + part + "' to '" + out_path + "': " + why);
-  }
+  write_output(w, out_path, opts.cancel);
   return st;
 }
 

@@ -10,18 +10,13 @@
 #include <functional>
 #include <string>
 
+#include "compress/output.h"
 #include "compress/tensor_plan.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "gguf/gguf.h"
 
 namespace squeeze::compress {
-
-// The conversion stopped because the cancel flag was set; nothing was left on disk.
-class Interrupted : public Error {
- public:
-  using Error::Error;
-};
 
 // Decodes n_rows rows of `from` (n_per_row elements each, packed) and re-encodes them as `to`
 // with its reference quantizer (Kernels::quantize_row_ref). n_per_row must be a multiple of

@@ -1,5 +1,6 @@
 // Block layouts of the supported formats, byte for byte as ggml stores them (little-endian,
 // no padding), so tensors in GGUF files written by llama.cpp can be read in place.
+// (squeeze's own sq formats have a block size per format and no struct: see sq.h.)
 //
 // Notation below: a block holds elements x[0..QK); d, m, dmin are IEEE half scales (f16_t);
 // "nibble" means 4 bits, low nibble first.

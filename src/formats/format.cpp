@@ -1,4 +1,5 @@
-// The traits table: one row per ggml type id squeeze knows, and the kernel tables per ISA.
+// The traits table: one row per type id squeeze knows (ggml's and its own), and the kernel
+// tables per ISA.
 #include "formats/format.h"
 
 #include <array>
@@ -7,15 +8,29 @@
 
 #include "core/error.h"
 #include "formats/kernel_list.h"
+#include "formats/sq.h"
 
 namespace squeeze::formats {
 namespace {
 
-constexpr uint32_t kMaxTypeId = 64;  // ids at or above this are unknown
+// Tables are indexed by slot: ggml's ids 0..63 as they are, then squeeze's 1000..1008.
+constexpr uint32_t kGgmlIds = 64;  // ggml ids at or above this are unknown
+constexpr uint32_t kSqFirstId = static_cast<uint32_t>(DType::SQ2_G32);
+constexpr uint32_t kSqIds = static_cast<uint32_t>(DType::SQ4_G128) - kSqFirstId + 1;
+constexpr uint32_t kSlots = kGgmlIds + kSqIds;
 
-// Block size and bytes are ggml's (ggml-common.h); vec_dot_type is ggml's CPU pairing.
+// The slot of a type id, or kSlots for an unknown one.
+constexpr uint32_t slot(uint32_t id) {
+  if (id < kGgmlIds) return id;
+  if (id >= kSqFirstId && id - kSqFirstId < kSqIds) return kGgmlIds + (id - kSqFirstId);
+  return kSlots;
+}
+constexpr uint32_t slot(DType type) { return slot(static_cast<uint32_t>(type)); }
+
+// Block size and bytes are ggml's (ggml-common.h); vec_dot_type is ggml's CPU pairing. The sq
+// formats (sq.h): one block per group of G, 4 + G * B / 8 bytes, Q8_1 activations (like Q4_1).
 constexpr FormatInfo kFormats[] = {
-    // {type, ggml name, elements per block, bytes per block, supported, vec_dot_type}
+    // {type, name, elements per block, bytes per block, supported, vec_dot_type}
     {DType::F32, "f32", 1, 4, true, DType::F32},
     {DType::F16, "f16", 1, 2, true, DType::F16},
     {DType::BF16, "bf16", 1, 2, true, DType::BF16},
@@ -28,6 +43,15 @@ constexpr FormatInfo kFormats[] = {
     {DType::Q4_K, "q4_K", 256, 144, true, DType::Q8_K},
     {DType::Q6_K, "q6_K", 256, 210, true, DType::Q8_K},
     {DType::Q8_K, "q8_K", 256, 292, true, DType::Q8_K},
+    {DType::SQ2_G32, "sq2_g32", 32, 12, true, DType::Q8_1},
+    {DType::SQ2_G64, "sq2_g64", 64, 20, true, DType::Q8_1},
+    {DType::SQ2_G128, "sq2_g128", 128, 36, true, DType::Q8_1},
+    {DType::SQ3_G32, "sq3_g32", 32, 16, true, DType::Q8_1},
+    {DType::SQ3_G64, "sq3_g64", 64, 28, true, DType::Q8_1},
+    {DType::SQ3_G128, "sq3_g128", 128, 52, true, DType::Q8_1},
+    {DType::SQ4_G32, "sq4_g32", 32, 20, true, DType::Q8_1},
+    {DType::SQ4_G64, "sq4_g64", 64, 36, true, DType::Q8_1},
+    {DType::SQ4_G128, "sq4_g128", 128, 68, true, DType::Q8_1},
     // Known to ggml, not supported here.
     {DType::Q2_K, "q2_K", 256, 84, false, DType::Q8_K},
     {DType::Q3_K, "q3_K", 256, 110, false, DType::Q8_K},
@@ -53,11 +77,11 @@ constexpr FormatInfo kFormats[] = {
     {DType::Q1_0, "q1_0", 128, 18, false, DType::Q8_0},
 };
 
-using InfoIndex = std::array<const FormatInfo*, kMaxTypeId>;
+using InfoIndex = std::array<const FormatInfo*, kSlots>;
 
 InfoIndex make_info_index() {
   InfoIndex index{};
-  for (const FormatInfo& info : kFormats) index[static_cast<uint32_t>(info.type)] = &info;
+  for (const FormatInfo& info : kFormats) index[slot(info.type)] = &info;
   return index;
 }
 
@@ -66,9 +90,17 @@ const InfoIndex& info_index() {
   return index;
 }
 
-using KernelTable = std::array<Kernels, kMaxTypeId>;
+using KernelTable = std::array<Kernels, kSlots>;
 
-void set(KernelTable& t, DType type, Kernels k) { t[static_cast<uint32_t>(type)] = k; }
+void set(KernelTable& t, DType type, Kernels k) { t[slot(type)] = k; }
+
+// Calls f(type) for each of the nine sq formats.
+template <typename F>
+void for_each_sq(F f) {
+  for (int bits : {2, 3, 4}) {
+    for (int64_t group : {32, 64, 128}) f(sq_type(bits, group));
+  }
+}
 
 KernelTable make_scalar_table() {
   KernelTable t{};
@@ -88,10 +120,11 @@ KernelTable make_scalar_table() {
   // Weight quantizers: the reference ones, which equal quantize_row except for Q8_0.
   for (DType w : {DType::F32, DType::F16, DType::BF16, DType::Q4_0, DType::Q4_1, DType::Q5_0,
                   DType::Q5_1, DType::Q4_K, DType::Q6_K}) {
-    t[static_cast<uint32_t>(w)].quantize_row_ref = t[static_cast<uint32_t>(w)].quantize_row;
+    t[slot(w)].quantize_row_ref = t[slot(w)].quantize_row;
   }
-  t[static_cast<uint32_t>(DType::Q8_0)].quantize_row_ref = quantize_q8_0_ref;
-  t[static_cast<uint32_t>(DType::Q4_0)].vec_dot_repacked = vec_dot_q4_0_repacked;
+  t[slot(DType::Q8_0)].quantize_row_ref = quantize_q8_0_ref;
+  t[slot(DType::Q4_0)].vec_dot_repacked = vec_dot_q4_0_repacked;
+  for_each_sq([&](DType type) { sq_kernels(type, t[slot(type)]); });
   return t;
 }
 
@@ -99,7 +132,7 @@ KernelTable make_scalar_table() {
 KernelTable make_avx2_table() {
   KernelTable t = make_scalar_table();
 #if SQUEEZE_HAVE_AVX2_KERNELS
-  auto at = [&](DType type) -> Kernels& { return t[static_cast<uint32_t>(type)]; };
+  auto at = [&](DType type) -> Kernels& { return t[slot(type)]; };
   using namespace avx2;
   at(DType::F32).vec_dot = vec_dot_f32;
   at(DType::F16) = {dequantize_f16, quantize_f16, vec_dot_f16};
@@ -121,6 +154,7 @@ KernelTable make_avx2_table() {
   at(DType::Q6_K).vec_dot = vec_dot_q6_k;
   at(DType::Q8_K).dequantize_row = dequantize_q8_k;
   at(DType::Q8_K).quantize_row = quantize_q8_k;
+  for_each_sq([&](DType type) { sq_kernels(type, at(type)); });
   // The whole-entry assignments above dropped quantize_row_ref: weights stay scalar.
   const KernelTable scalar = make_scalar_table();
   for (size_t i = 0; i < t.size(); ++i) t[i].quantize_row_ref = scalar[i].quantize_row_ref;
@@ -138,7 +172,7 @@ KernelTable make_avx2_table() {
 KernelTable make_avx512_table() {
   KernelTable t = make_avx2_table();
 #if SQUEEZE_HAVE_AVX2_KERNELS
-  auto at = [&](DType type) -> Kernels& { return t[static_cast<uint32_t>(type)]; };
+  auto at = [&](DType type) -> Kernels& { return t[slot(type)]; };
   using namespace avx512;
   at(DType::Q4_0).gemm_repacked = gemm_q4_0_repacked;
   at(DType::Q4_1).gemm = gemm_q4_1;
@@ -157,8 +191,8 @@ std::string lower(std::string_view s) {
 }  // namespace
 
 const FormatInfo* format_info(uint32_t type_id) {
-  if (type_id >= kMaxTypeId) return nullptr;
-  return info_index()[type_id];
+  const uint32_t s = slot(type_id);
+  return s == kSlots ? nullptr : info_index()[s];
 }
 
 const FormatInfo& format_info(DType type) {
@@ -199,7 +233,7 @@ const Kernels& kernels(DType type, Isa isa) {
   static const KernelTable avx512_table = make_avx512_table();
   const KernelTable& table =
       isa == Isa::Avx512 ? avx512_table : isa == Isa::Avx2 ? avx2_table : scalar_table;
-  return table[static_cast<uint32_t>(type)];
+  return table[slot(type)];
 }
 
 }  // namespace squeeze::formats

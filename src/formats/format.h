@@ -1,7 +1,7 @@
 // Tensor formats: ggml's type ids and block layouts, one traits entry per format.
 //
 // The ids are ggml's (so a GGUF file written by llama.cpp reads as-is). Formats squeeze adds
-// later get ids far above ggml's (see docs/FORMATS.md).
+// get ids far above ggml's, from 1000 (see docs/FORMATS.md and sq.h).
 #pragma once
 
 #include <cstddef>
@@ -49,25 +49,37 @@ enum class DType : uint32_t {
   MXFP4 = 39,
   NVFP4 = 40,
   Q1_0 = 41,
+  // squeeze's own formats (sq.h): B-bit codes, one half scale and min per group of G elements;
+  // id = 1000 + 3 * (B - 2) + log2(G / 32). llama.cpp cannot read them.
+  SQ2_G32 = 1000,
+  SQ2_G64 = 1001,
+  SQ2_G128 = 1002,
+  SQ3_G32 = 1003,
+  SQ3_G64 = 1004,
+  SQ3_G128 = 1005,
+  SQ4_G32 = 1006,
+  SQ4_G64 = 1007,
+  SQ4_G128 = 1008,
 };
 
 // Static facts about a format: what a GGUF reader needs to size and validate tensors.
 struct FormatInfo {
   DType type;
-  std::string_view name;    // ggml's name: "q4_1", "f16", ...
+  std::string_view name;    // ggml's name ("q4_1", "f16", ...) or squeeze's ("sq4_g64")
   int64_t block_size;       // elements per block
   size_t block_bytes;       // bytes per block
   bool supported;           // squeeze can dequantize it and compute dot products with it
   DType vec_dot_type;       // format the activations are converted to for vec_dot
 };
 
-// Info for a ggml type id, or nullptr for an id squeeze does not know (the GGUF reader
+// Info for a type id, or nullptr for an id squeeze does not know (the GGUF reader
 // turns that into a clear error). Known-but-unsupported formats return supported = false.
-// Supported: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q6_K (weights) and the
-// activation-only formats Q8_1, Q8_K (quantize/dequantize, but no vec_dot of their own).
+// Supported: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q6_K, the nine SQ{B}_G{G}
+// (weights) and the activation-only formats Q8_1, Q8_K (quantize/dequantize, but no vec_dot of
+// their own).
 const FormatInfo* format_info(uint32_t type_id);
 const FormatInfo& format_info(DType type);
-// Parses a ggml name ("q8_0", "q4_K"; case-insensitive); nullptr if unknown.
+// Parses a format name ("q8_0", "q4_K", "sq3_g64"; case-insensitive); nullptr if unknown.
 const FormatInfo* format_by_name(std::string_view name);
 
 // Bytes of a row of n elements. Throws FormatError if n is not a multiple of the block size
@@ -92,7 +104,8 @@ struct Kernels {
   // row conversion for the float formats. Same as quantize_row except for Q8_0, whose run-time
   // activation quantizer rounds halves to even where the reference multiplies by 1 / d and
   // rounds halves away from zero. Scalar on every ISA (weights are quantized offline). Null
-  // for the activation-only formats Q8_1 and Q8_K.
+  // for the activation-only formats Q8_1 and Q8_K. The sq formats have no ggml counterpart:
+  // theirs is plain round-to-nearest against the group's min and max (docs/FORMATS.md).
   void (*quantize_row_ref)(const float* src, void* dst, int64_t n) = nullptr;
   // The dot product in the order of llama.cpp's x86 "repacked" kernels, which it uses instead of
   // vec_dot for matrices of this format whose row count is a multiple of 8 (Q4_0 today: its

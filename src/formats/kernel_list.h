@@ -10,6 +10,9 @@
 
 namespace squeeze::formats {
 
+enum class DType : uint32_t;
+struct Kernels;
+
 // Scalar reference: ggml's reference rounding and ggml's integer dot-product math.
 namespace scalar {
 void dequantize_f32(const void* src, float* dst, int64_t n);
@@ -50,6 +53,9 @@ void dequantize_q8_1(const void* src, float* dst, int64_t n);
 void quantize_q8_1(const float* src, void* dst, int64_t n);
 void dequantize_q8_k(const void* src, float* dst, int64_t n);
 void quantize_q8_k(const float* src, void* dst, int64_t n);
+// The sq{B}_g{G} formats (scalar_sq.cpp): sets dequantize_row, vec_dot, and quantize_row =
+// quantize_row_ref (round to nearest against each group's min and max) of the sq format t.
+void sq_kernels(DType t, Kernels& k);
 }  // namespace scalar
 
 // AVX2 + FMA + F16C. Quantizers exist only for the activation formats (bit-identical to the
@@ -85,6 +91,10 @@ void dequantize_q4_k(const void* src, float* dst, int64_t n);
 float vec_dot_q4_k(int64_t n, const void* w, const void* x);
 void dequantize_q6_k(const void* src, float* dst, int64_t n);
 float vec_dot_q6_k(int64_t n, const void* w, const void* x);
+
+// The sq{B}_g{G} formats (avx2_sq.cpp): sets dequantize_row and vec_dot of the sq format t,
+// bit-identical to the scalar ones.
+void sq_kernels(DType t, Kernels& k);
 
 // Tiled products (avx2_gemm.cpp), bit-identical to loops of the vec_dot above.
 void gemm_q4_0(int64_t n, const void* w, size_t ws, int64_t n_rows, const void* x, size_t xs,

@@ -24,6 +24,11 @@ class LaneAccumulator {
       acc_[l] = std::fma(scale, static_cast<float>(lane), acc_[l]);
     }
   }
+  // Lane-wise acc += other.acc: how a kernel that alternates two accumulators (to shorten its
+  // dependency chain) merges them before the horizontal sum.
+  void add(const LaneAccumulator& other) {
+    for (int l = 0; l < 8; ++l) acc_[l] += other.acc_[l];
+  }
   // The horizontal sum in the AVX2 order: halves, then pairs, then the last two.
   float sum() const {
     const float s0 = acc_[0] + acc_[4], s1 = acc_[1] + acc_[5];

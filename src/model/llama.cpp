@@ -114,16 +114,25 @@ void load_llama(Model& m) {
   }
 }
 
-// The forward pass of one chunk. Every intermediate has a name (passed to the callback).
-void forward_llama(const Model& m, KvCache& kv, ForwardScratch& s, ThreadPool& pool,
-                   const ForwardArgs& a) {
+void embed_llama(const Model& m, std::span<const int32_t> tokens, float* x) {
+  const int64_t n_embd = m.hparams().n_embd;
+  for (size_t t = 0; t < tokens.size(); ++t) {
+    ops::dequantize_row(m.token_embd, tokens[t], x + static_cast<int64_t>(t) * n_embd);
+  }
+}
+
+// One transformer block on the residual stream s.x ([n, n_embd], in place). Every
+// intermediate has a name (passed to the callback).
+void forward_llama_layer(const Model& m, int64_t il, KvCache& kv, ForwardScratch& s,
+                         ThreadPool& pool, int64_t n, int64_t pos0,
+                         const TensorCallback* callback) {
   const HParams& hp = m.hparams();
-  const int64_t n = static_cast<int64_t>(a.tokens.size());
   const int64_t n_embd = hp.n_embd;
   const int64_t n_q = hp.n_head * hp.head_dim;
   const int64_t n_kv = hp.n_head_kv * hp.head_dim;
-  auto cb = [&](const char* name, int il, const float* data, int64_t rows, int64_t width) {
-    if (a.callback != nullptr && *a.callback) (*a.callback)(name, il, data, rows, width);
+  const int li = static_cast<int>(il);
+  auto cb = [&](const char* name, const float* data, int64_t rows, int64_t width) {
+    if (callback != nullptr && *callback) (*callback)(name, li, data, rows, width);
   };
   auto mm = [&](const ops::WeightView& w, const float* x, float* y) {
     ops::matmul(w, x, n, w.n_cols, y, w.n_rows, pool, s.mm);
@@ -133,57 +142,69 @@ void forward_llama(const Model& m, KvCache& kv, ForwardScratch& s, ThreadPool& p
                                   static_cast<int>(hp.head_dim),
                                   1.0f / std::sqrt(static_cast<float>(hp.head_dim))};
   const auto& f16 = formats::kernels(formats::DType::F16);
+  const LayerWeights& L = m.layers[il];
+  float* x = s.x.data();
+
+  // --- attention block ---
+  for (int64_t t = 0; t < n; ++t) {
+    ops::rms_norm(x + t * n_embd, L.attn_norm, n_embd, hp.rms_eps, s.xn.data() + t * n_embd);
+  }
+  cb("attn_norm", s.xn.data(), n, n_embd);
+  ops::matmul({{&L.wq, s.q.data(), n_q}, {&L.wk, s.k.data(), n_kv}, {&L.wv, s.v.data(), n_kv}},
+              s.xn.data(), n, n_embd, pool, s.mm);
+  for (int64_t t = 0; t < n; ++t) {
+    rope.apply(s.q.data() + t * n_q, static_cast<int>(hp.n_head), static_cast<int>(hp.head_dim),
+               pos0 + t);
+    rope.apply(s.k.data() + t * n_kv, static_cast<int>(hp.n_head_kv),
+               static_cast<int>(hp.head_dim), pos0 + t);
+  }
+  cb("q", s.q.data(), n, n_q);
+  cb("k", s.k.data(), n, n_kv);
+  cb("v", s.v.data(), n, n_kv);
+  f16_t* kc = kv.k_layer(il);
+  f16_t* vc = kv.v_layer(il);
+  for (int64_t t = 0; t < n; ++t) {
+    f16.quantize_row(s.k.data() + t * n_kv, kc + (pos0 + t) * kv.row, n_kv);
+    f16.quantize_row(s.v.data() + t * n_kv, vc + (pos0 + t) * kv.row, n_kv);
+  }
+  ops::attention(shape, s.q.data(), n, pos0, kc, vc, s.attn.data(), pool, s.att);
+  cb("kqv_out", s.attn.data(), n, n_q);
+  mm(L.wo, s.attn.data(), s.proj.data());
+  cb("attn_out", s.proj.data(), n, n_embd);
+  for (int64_t i = 0; i < n * n_embd; ++i) x[i] += s.proj[i];
+  cb("ffn_inp", x, n, n_embd);
+
+  // --- MLP block (SwiGLU) ---
+  for (int64_t t = 0; t < n; ++t) {
+    ops::rms_norm(x + t * n_embd, L.ffn_norm, n_embd, hp.rms_eps, s.xn.data() + t * n_embd);
+  }
+  cb("ffn_norm", s.xn.data(), n, n_embd);
+  ops::matmul({{&L.ffn_gate, s.gate.data(), hp.n_ff}, {&L.ffn_up, s.up.data(), hp.n_ff}},
+              s.xn.data(), n, n_embd, pool, s.mm);
+  ops::swiglu(s.gate.data(), s.up.data(), n * hp.n_ff, s.gate.data());
+  cb("ffn_act", s.gate.data(), n, hp.n_ff);
+  mm(L.ffn_down, s.gate.data(), s.proj.data());
+  cb("ffn_out", s.proj.data(), n, n_embd);
+  for (int64_t i = 0; i < n * n_embd; ++i) x[i] += s.proj[i];
+  cb("l_out", x, n, n_embd);
+}
+
+// The forward pass of one chunk.
+void forward_llama(const Model& m, KvCache& kv, ForwardScratch& s, ThreadPool& pool,
+                   const ForwardArgs& a) {
+  const HParams& hp = m.hparams();
+  const int64_t n = static_cast<int64_t>(a.tokens.size());
+  const int64_t n_embd = hp.n_embd;
+  auto cb = [&](const char* name, int il, const float* data, int64_t rows, int64_t width) {
+    if (a.callback != nullptr && *a.callback) (*a.callback)(name, il, data, rows, width);
+  };
 
   // inp_embd: [n, n_embd]
   float* x = s.x.data();
-  for (int64_t t = 0; t < n; ++t) ops::dequantize_row(m.token_embd, a.tokens[t], x + t * n_embd);
+  embed_llama(m, a.tokens, x);
   cb("inp_embd", -1, x, n, n_embd);
-
   for (int64_t il = 0; il < hp.n_layer; ++il) {
-    const LayerWeights& L = m.layers[il];
-    const int li = static_cast<int>(il);
-    // --- attention block ---
-    for (int64_t t = 0; t < n; ++t) {
-      ops::rms_norm(x + t * n_embd, L.attn_norm, n_embd, hp.rms_eps, s.xn.data() + t * n_embd);
-    }
-    cb("attn_norm", li, s.xn.data(), n, n_embd);
-    ops::matmul({{&L.wq, s.q.data(), n_q}, {&L.wk, s.k.data(), n_kv}, {&L.wv, s.v.data(), n_kv}},
-                s.xn.data(), n, n_embd, pool, s.mm);
-    for (int64_t t = 0; t < n; ++t) {
-      rope.apply(s.q.data() + t * n_q, static_cast<int>(hp.n_head), static_cast<int>(hp.head_dim),
-                 a.pos0 + t);
-      rope.apply(s.k.data() + t * n_kv, static_cast<int>(hp.n_head_kv),
-                 static_cast<int>(hp.head_dim), a.pos0 + t);
-    }
-    cb("q", li, s.q.data(), n, n_q);
-    cb("k", li, s.k.data(), n, n_kv);
-    cb("v", li, s.v.data(), n, n_kv);
-    f16_t* kc = kv.k_layer(il);
-    f16_t* vc = kv.v_layer(il);
-    for (int64_t t = 0; t < n; ++t) {
-      f16.quantize_row(s.k.data() + t * n_kv, kc + (a.pos0 + t) * kv.row, n_kv);
-      f16.quantize_row(s.v.data() + t * n_kv, vc + (a.pos0 + t) * kv.row, n_kv);
-    }
-    ops::attention(shape, s.q.data(), n, a.pos0, kc, vc, s.attn.data(), pool, s.att);
-    cb("kqv_out", li, s.attn.data(), n, n_q);
-    mm(L.wo, s.attn.data(), s.proj.data());
-    cb("attn_out", li, s.proj.data(), n, n_embd);
-    for (int64_t i = 0; i < n * n_embd; ++i) x[i] += s.proj[i];
-    cb("ffn_inp", li, x, n, n_embd);
-
-    // --- MLP block (SwiGLU) ---
-    for (int64_t t = 0; t < n; ++t) {
-      ops::rms_norm(x + t * n_embd, L.ffn_norm, n_embd, hp.rms_eps, s.xn.data() + t * n_embd);
-    }
-    cb("ffn_norm", li, s.xn.data(), n, n_embd);
-    ops::matmul({{&L.ffn_gate, s.gate.data(), hp.n_ff}, {&L.ffn_up, s.up.data(), hp.n_ff}},
-                s.xn.data(), n, n_embd, pool, s.mm);
-    ops::swiglu(s.gate.data(), s.up.data(), n * hp.n_ff, s.gate.data());
-    cb("ffn_act", li, s.gate.data(), n, hp.n_ff);
-    mm(L.ffn_down, s.gate.data(), s.proj.data());
-    cb("ffn_out", li, s.proj.data(), n, n_embd);
-    for (int64_t i = 0; i < n * n_embd; ++i) x[i] += s.proj[i];
-    cb("l_out", li, x, n, n_embd);
+    forward_llama_layer(m, il, kv, s, pool, n, a.pos0, a.callback);
   }
 
   // --- output head: only the rows whose logits are wanted ---

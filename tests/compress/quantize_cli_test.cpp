@@ -140,5 +140,37 @@ TEST_F(QuantizeCli, InterruptLeavesNothingBehind) {
   EXPECT_EQ(work_files(), std::vector<std::string>{"tiny.gguf"});
 }
 
+// GPTQ stops between calibration samples: an interrupt during the Hessian pass of the first
+// block ends the run promptly, with no file.
+TEST_F(QuantizeCli, GptqInterruptLeavesNothingBehind) {
+  const fs::path real = fs::path(SQUEEZE_MODELS_DIR) / "SmolLM2-135M-Instruct.Q4_1.gguf";
+  if (!fs::exists(real)) GTEST_SKIP() << real << " not present (scripts/fetch_model.sh)";
+  const fs::path calib = dir_ / "calib.txt";
+  {
+    std::ofstream c(calib);
+    for (int i = 0; i < 2000; ++i) c << "The quick brown fox " << i << " jumps over the lazy dog. ";
+  }
+  const fs::path err = dir_ / "stderr.txt";
+  const pid_t pid = spawn({"quantize", "-m", real.string(), "-o", (dir_ / "work" / "g.gguf").string(),
+                           "--method", "gptq", "--bits", "3", "--group-size", "64", "--calib",
+                           calib.string(), "--calib-samples", "64", "--threads", "2"},
+                          dir_ / "stdout.txt", err);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (slurp(err).find("calibration:") == std::string::npos &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const auto t0 = std::chrono::steady_clock::now();
+  ::kill(pid, SIGINT);
+  const int rc = wait_for(pid);
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const std::string text = slurp(err);
+  EXPECT_EQ(rc, 130) << text;
+  EXPECT_LT(waited, 10.0) << "took " << waited << " s to stop";
+  EXPECT_NE(text.find("error: interrupted; no output written"), std::string::npos) << text;
+  EXPECT_EQ(work_files(), std::vector<std::string>{"tiny.gguf"});
+}
+
 }  // namespace
 }  // namespace squeeze

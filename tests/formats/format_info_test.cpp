@@ -1,6 +1,9 @@
 // The traits table: ids, names, block geometry, pairing, errors, and the kernel tables.
 #include <gtest/gtest.h>
 
+#include <iterator>
+#include <vector>
+
 #include "core/error.h"
 #include "format_test_util.h"
 #include "formats/blocks.h"
@@ -40,8 +43,20 @@ constexpr Geometry kGgml[] = {
     {40, "nvfp4", 64, 36, false},    {41, "q1_0", 128, 18, false},
 };
 
+// squeeze's own (docs/FORMATS.md): id 1000 + 3 * (B - 2) + log2(G / 32), one block per group of
+// G, 4 + G * B / 8 bytes.
+constexpr Geometry kSq[] = {
+    {1000, "sq2_g32", 32, 12, true},  {1001, "sq2_g64", 64, 20, true},
+    {1002, "sq2_g128", 128, 36, true}, {1003, "sq3_g32", 32, 16, true},
+    {1004, "sq3_g64", 64, 28, true},  {1005, "sq3_g128", 128, 52, true},
+    {1006, "sq4_g32", 32, 20, true},  {1007, "sq4_g64", 64, 36, true},
+    {1008, "sq4_g128", 128, 68, true},
+};
+
 TEST(FormatInfo, MatchesGgmlIdsNamesAndBlockGeometry) {
-  for (const Geometry& g : kGgml) {
+  std::vector<Geometry> all(std::begin(kGgml), std::end(kGgml));
+  all.insert(all.end(), std::begin(kSq), std::end(kSq));
+  for (const Geometry& g : all) {
     const FormatInfo* info = format_info(g.id);
     ASSERT_NE(info, nullptr) << "id " << g.id;
     EXPECT_EQ(static_cast<uint32_t>(info->type), g.id);
@@ -67,7 +82,8 @@ TEST(FormatInfo, BlockStructsHaveTheTableSizes) {
 }
 
 TEST(FormatInfo, UnknownIdsAreNull) {
-  for (uint32_t id : {4u, 5u, 31u, 32u, 33u, 36u, 37u, 38u, 99u, 1000u, 0xFFFFFFFFu}) {
+  for (uint32_t id : {4u, 5u, 31u, 32u, 33u, 36u, 37u, 38u, 42u, 63u, 64u, 99u, 999u, 1009u,
+                      1064u, 0xFFFFFFFFu}) {
     EXPECT_EQ(format_info(id), nullptr) << id;
   }
   EXPECT_THROW(format_info(static_cast<DType>(99)), FormatError);
@@ -77,6 +93,7 @@ TEST(FormatInfo, NamesParseCaseInsensitively) {
   EXPECT_EQ(format_by_name("Q4_K"), &format_info(DType::Q4_K));
   EXPECT_EQ(format_by_name("q4_k"), &format_info(DType::Q4_K));
   EXPECT_EQ(format_by_name("BF16"), &format_info(DType::BF16));
+  EXPECT_EQ(format_by_name("SQ3_G64"), &format_info(DType::SQ3_G64));
   EXPECT_EQ(format_by_name("q4_2"), nullptr);
   EXPECT_EQ(format_by_name(""), nullptr);
 }
@@ -92,9 +109,12 @@ TEST(FormatInfo, VecDotPairingIsGgmls) {
   EXPECT_EQ(format_info(DType::Q5_1).vec_dot_type, DType::Q8_1);
   EXPECT_EQ(format_info(DType::Q4_K).vec_dot_type, DType::Q8_K);
   EXPECT_EQ(format_info(DType::Q6_K).vec_dot_type, DType::Q8_K);
+  for (DType t : test::sq_types()) EXPECT_EQ(format_info(t).vec_dot_type, DType::Q8_1);
   for (DType t : supported_types()) {
-    // Activations share the weights' block size, so a row of one is a row of the other.
-    EXPECT_EQ(format_info(format_info(t).vec_dot_type).block_size, format_info(t).block_size);
+    // The activations' block size divides the weights' (it is the same for ggml's formats), so
+    // a row of one is a row of the other.
+    EXPECT_EQ(format_info(t).block_size % format_info(format_info(t).vec_dot_type).block_size, 0)
+        << format_info(t).name;
   }
 }
 
@@ -105,6 +125,9 @@ TEST(FormatInfo, RowBytes) {
   EXPECT_EQ(row_bytes(DType::Q4_K, 4096), 16u * 144u);
   EXPECT_EQ(row_bytes(DType::Q6_K, 0), 0u);
   EXPECT_EQ(row_bytes(DType::Q3_K, 512), 220u);  // geometry is known even when unsupported
+  EXPECT_EQ(row_bytes(DType::SQ3_G128, 4096), 32u * 52u);
+  EXPECT_EQ(row_bytes(DType::SQ2_G32, 96), 3u * 12u);
+  EXPECT_THROW(row_bytes(DType::SQ2_G64, 96), FormatError);
   EXPECT_THROW(row_bytes(DType::Q4_K, 100), FormatError);
   EXPECT_THROW(row_bytes(DType::Q8_0, 33), FormatError);
   EXPECT_THROW(row_bytes(static_cast<DType>(99), 32), FormatError);

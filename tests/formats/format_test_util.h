@@ -14,11 +14,24 @@
 
 namespace squeeze::formats::test {
 
+// squeeze's own formats (formats/sq.h), 2-bit first, groups of 32 first.
+inline const std::vector<DType>& sq_types() {
+  static const std::vector<DType> types = {
+      DType::SQ2_G32, DType::SQ2_G64, DType::SQ2_G128, DType::SQ3_G32, DType::SQ3_G64,
+      DType::SQ3_G128, DType::SQ4_G32, DType::SQ4_G64, DType::SQ4_G128};
+  return types;
+}
+
 // The formats squeeze supports, weights first, then the activation-only ones.
 inline const std::vector<DType>& supported_types() {
-  static const std::vector<DType> types = {DType::F32,  DType::F16,  DType::BF16, DType::Q4_0,
-                                           DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0,
-                                           DType::Q4_K, DType::Q6_K, DType::Q8_1, DType::Q8_K};
+  static const std::vector<DType> types = [] {
+    std::vector<DType> t = {DType::F32,  DType::F16,  DType::BF16, DType::Q4_0, DType::Q4_1,
+                            DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::Q4_K, DType::Q6_K};
+    t.insert(t.end(), sq_types().begin(), sq_types().end());
+    t.push_back(DType::Q8_1);
+    t.push_back(DType::Q8_K);
+    return t;
+  }();
   return types;
 }
 

@@ -23,6 +23,19 @@ namespace {
 //   Q4_1    (max - min) / 15                     0.0385   0.0350    0.0385
 //   Q4_K    fitted scale and min per 32          -        0.0315    0.0330
 //   Q6_K    fitted scale per 16, amax / 32       0.0090   0.0076    0.0080
+//   sqB_gG  (max - min) / (2^B - 1) per G; the expected range of G uniform values is
+//           2 (G - 1) / (G + 1): 1.879, 1.938, 1.969 for G = 32, 64, 128
+//     sq2   g32 / g64 / g128                     0.1808   0.1745    0.1850
+//                                                0.1865   0.1831    0.1900
+//                                                0.1894   0.1874    0.1930
+//     sq3                                        0.0775   0.0751    0.0790
+//                                                0.0799   0.0790    0.0815
+//                                                0.0812   0.0807    0.0830
+//     sq4                                        0.0362   0.0350    0.0370
+//                                                0.0373   0.0367    0.0380
+//                                                0.0379   0.0376    0.0385
+// (Measured under theory by about sqrt((G - 2) / G): the min and max of a group decode exactly,
+// up to the half rounding of d and m.)
 // The K bounds also hold the scale searches to account: without them (plain min/max or
 // amax rounding) Q4_K measures 0.0351 and Q6_K 0.0082, over the bounds. A rounding mistake
 // (truncating instead of rounding doubles the RMS) or a wrong scale fails every bound. F16 and
@@ -37,6 +50,9 @@ constexpr Bound kBounds[] = {
     {DType::Q8_0, 0.0025}, {DType::Q8_1, 0.0025}, {DType::Q8_K, 0.0025},
     {DType::Q5_0, 0.0200}, {DType::Q5_1, 0.0190}, {DType::Q4_0, 0.0410},
     {DType::Q4_1, 0.0385}, {DType::Q4_K, 0.0330}, {DType::Q6_K, 0.0080},
+    {DType::SQ2_G32, 0.1850}, {DType::SQ2_G64, 0.1900}, {DType::SQ2_G128, 0.1930},
+    {DType::SQ3_G32, 0.0790}, {DType::SQ3_G64, 0.0815}, {DType::SQ3_G128, 0.0830},
+    {DType::SQ4_G32, 0.0370}, {DType::SQ4_G64, 0.0380}, {DType::SQ4_G128, 0.0385},
 };
 
 double rms_error(const std::vector<float>& a, const std::vector<float>& b) {

@@ -9,6 +9,7 @@
 
 #include "format_test_util.h"
 #include "formats/blocks.h"
+#include "formats/sq.h"
 
 namespace squeeze::formats::test {
 namespace {
@@ -49,6 +50,11 @@ std::vector<uint8_t> random_blocks(DType type, int64_t n, uint32_t seed) {
   };
   for (size_t off = 0; off < bytes.size(); off += info.block_bytes) {
     uint8_t* block = bytes.data() + off;
+    if (is_sq(type)) {  // half d, half m, codes
+      set_half(block);
+      set_half(block + 2);
+      continue;
+    }
     switch (type) {
       case DType::F32: {
         const float f = dist(rng);

@@ -6,23 +6,47 @@
 
 #include "format_test_util.h"
 #include "formats/blocks.h"
+#include "formats/sq.h"
 
 namespace squeeze::formats::test {
 namespace {
 
-// Q4_1 / Q5_1 dot products use the activation's s = half(d * sum(q)) for the min term, where
-// the decoded dot uses d * sum(q): the difference is exactly sum_b m_b * (s_b - d_b * sum(q_b)),
-// which the bound allows for. Other pairings use only the values the decoders use.
-template <typename WeightBlock>
-double min_term_slack(const std::vector<uint8_t>& w, const std::vector<uint8_t>& x) {
-  const auto* wb = reinterpret_cast<const WeightBlock*>(w.data());
+// The min m of the weight block that holds each run of 32 elements, for the formats with
+// x = d * q + m (Q4_1, Q5_1, the sq formats); empty for the others.
+std::vector<float> mins_per_32(DType type, const std::vector<uint8_t>& w) {
+  std::vector<float> mins;
+  if (type == DType::Q4_1) {
+    for (size_t b = 0; b < w.size() / sizeof(BlockQ4_1); ++b) {
+      mins.push_back(f16_to_f32(reinterpret_cast<const BlockQ4_1*>(w.data())[b].m));
+    }
+  } else if (type == DType::Q5_1) {
+    for (size_t b = 0; b < w.size() / sizeof(BlockQ5_1); ++b) {
+      mins.push_back(f16_to_f32(reinterpret_cast<const BlockQ5_1*>(w.data())[b].m));
+    }
+  } else if (is_sq(type)) {
+    const FormatInfo& info = format_info(type);
+    std::vector<uint8_t> codes(static_cast<size_t>(info.block_size));
+    for (size_t off = 0; off < w.size(); off += info.block_bytes) {
+      float d, m;
+      sq_unpack_block(type, w.data() + off, codes.data(), &d, &m);
+      mins.insert(mins.end(), static_cast<size_t>(info.block_size / kBlock32), m);
+    }
+  }
+  return mins;
+}
+
+// Dot products with Q8_1 activations use the activation's s = half(d * sum(q)) for the min
+// term, where the decoded dot uses d * sum(q): the difference is exactly
+// sum_b m_b * (s_b - d_b * sum(q_b)), which the bound allows for. Other pairings use only the
+// values the decoders use.
+double min_term_slack(const std::vector<float>& mins, const std::vector<uint8_t>& x) {
   const auto* xb = reinterpret_cast<const BlockQ8_1*>(x.data());
   double slack = 0.0;
-  for (size_t b = 0; b < x.size() / sizeof(BlockQ8_1); ++b) {
+  for (size_t b = 0; b < mins.size(); ++b) {
     int sum = 0;
     for (int8_t q : xb[b].qs) sum += q;
     const double exact = double(f16_to_f32(xb[b].d)) * sum;
-    slack += std::fabs(f16_to_f32(wb[b].m)) * std::fabs(f16_to_f32(xb[b].s) - exact);
+    slack += std::fabs(mins[b]) * std::fabs(f16_to_f32(xb[b].s) - exact);
   }
   return slack;
 }
@@ -45,9 +69,7 @@ TEST_P(VecDot, EqualsTheDotOfTheDecodedRows) {
         ref += double(wd[i]) * xd[i];
         magnitude += std::fabs(double(wd[i]) * xd[i]);
       }
-      double slack = 0.0;
-      if (type == DType::Q4_1) slack = min_term_slack<BlockQ4_1>(w, x);
-      if (type == DType::Q5_1) slack = min_term_slack<BlockQ5_1>(w, x);
+      const double slack = min_term_slack(mins_per_32(type, w), x);
       const float got = kernels(type, isa).vec_dot(n, w.data(), x.data());
       EXPECT_NEAR(got, ref, 1e-5 * magnitude + slack)
           << format_info(type).name << " n=" << n << " seed=" << seed;

@@ -1,0 +1,74 @@
+// The calibration runner: runs a model on calibration text one transformer block at a time
+// and collects, for each block, the Hessians H = Σ x xᵀ (accumulated in float64) of the inputs of its weight
+// matrices. GPTQ's sequential scheme: every sample's hidden state is kept between blocks, so
+// once block L's weights are replaced by their quantized versions, advance(L) runs the
+// quantized block and block L+1 sees the inputs the quantized model produces. Memory: the
+// hidden states (samples × ctx × n_embd floats) and one block's Hessians.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/thread_pool.h"
+#include "model/context.h"
+#include "model/model.h"
+#include "tokenizer/tokenizer.h"
+
+namespace squeeze::compress {
+
+struct CalibSamples {
+  std::vector<std::vector<int32_t>> samples;  // each: BOS + ctx - 1 tokens of the text
+  std::string text_hash;                      // FNV-1a 64 of the text's bytes, hex
+  int64_t text_tokens = 0;
+};
+
+// n_samples windows of ctx tokens at seeded random offsets of the tokenized text, each
+// starting with BOS. Throws UsageError when the text is shorter than one window.
+CalibSamples sample_calibration_text(const std::string& text, const tokenizer::Tokenizer& tok,
+                                     int64_t n_samples, int64_t ctx, uint64_t seed);
+
+// FNV-1a 64 of bytes, as 16 hex digits.
+std::string fnv1a64_hex(std::string_view bytes);
+
+// Hessians of the inputs of one block's matrices: [n, n] row-major, n = the input width
+// (q/k/v share attn_in, gate/up share ffn_in).
+struct BlockHessians {
+  std::vector<double> attn_in;   // input of attn_q, attn_k, attn_v  [n_embd]
+  std::vector<double> attn_out;  // input of attn_output              [n_head * head_dim]
+  std::vector<double> ffn_in;    // input of ffn_gate, ffn_up         [n_embd]
+  std::vector<double> ffn_down;  // input of ffn_down                 [n_ff]
+  int64_t n_tokens = 0;
+};
+
+class Calibrator {
+ public:
+  // Embeds every sample. The model's layers may be rebound between blocks (its LayerWeights
+  // are read at each call).
+  Calibrator(const model::Model& m, std::vector<std::vector<int32_t>> samples, ThreadPool& pool);
+
+  // Runs block il on every sample's current hidden state (not updating it) and returns the
+  // Hessians of its matrices' inputs. progress(done, total) after each sample; stops early
+  // (returning false) once cancel is set.
+  bool collect(int64_t il, BlockHessians& out, const std::function<void(int64_t, int64_t)>& progress,
+               const std::atomic<bool>* cancel);
+  // Runs block il (as the model binds it now) on every sample, updating the hidden states.
+  bool advance(int64_t il, const std::function<void(int64_t, int64_t)>& progress,
+               const std::atomic<bool>* cancel);
+
+  int64_t n_samples() const { return static_cast<int64_t>(samples_.size()); }
+  int64_t n_tokens() const { return n_samples() * ctx_; }
+
+ private:
+  const model::Model& model_;
+  std::vector<std::vector<int32_t>> samples_;
+  ThreadPool& pool_;
+  int64_t ctx_;
+  std::vector<float> hidden_;  // [n_samples, ctx, n_embd]
+  model::KvCache kv_;
+  model::ForwardScratch scratch_;
+};
+
+}  // namespace squeeze::compress

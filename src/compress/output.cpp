@@ -1,0 +1,60 @@
+#include "compress/output.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+
+namespace squeeze::compress {
+
+namespace fs = std::filesystem;
+
+void check_output_path(const gguf::File& src, const std::string& out_path) {
+  if (out_path.empty()) throw UsageError("no output file given");
+  std::error_code ec;
+  const fs::path out(out_path);
+  if (fs::exists(out, ec)) {
+    if (fs::equivalent(out, fs::path(src.path()), ec)) {
+      throw UsageError("the output '" + out_path + "' is the input file; write to another path");
+    }
+    if (fs::is_directory(out, ec)) throw UsageError("the output '" + out_path + "' is a directory");
+  }
+  const fs::path dir = out.parent_path().empty() ? fs::path(".") : out.parent_path();
+  if (!fs::is_directory(dir, ec)) {
+    throw UsageError("cannot write '" + out_path + "': directory '" + dir.string() +
+                     "' does not exist");
+  }
+  if (::access(dir.c_str(), W_OK) != 0) {
+    throw UsageError("cannot write '" + out_path + "': directory '" + dir.string() + "': " +
+                     std::strerror(errno));
+  }
+}
+
+void write_output(const gguf::Writer& w, const std::string& out_path,
+                  const std::atomic<bool>* cancel) {
+  const Interrupted interrupted("interrupted; no output written");
+  if (cancelled(cancel)) throw interrupted;
+  // The writer goes through `part.tmp` -> `part`; `part` becomes out_path only if no cancel
+  // arrived while it was being written (a write cannot be stopped half-way).
+  const std::string part = out_path + ".part";
+  w.write(part);
+  if (cancelled(cancel)) {
+    std::remove(part.c_str());
+    throw interrupted;
+  }
+  if (std::rename(part.c_str(), out_path.c_str()) != 0) {
+    const std::string why = std::strerror(errno);
+    std::remove(part.c_str());
+    throw Error("cannot rename '" + part + "' to '" + out_path + "': " + why);
+  }
+}
+
+int64_t tensor_rows(const gguf::TensorInfo& t) {
+  int64_t rows = 1;
+  for (size_t d = 1; d < t.shape.size(); ++d) rows *= t.shape[d];
+  return rows;
+}
+
+}  // namespace squeeze::compress

@@ -1,0 +1,37 @@
+// Writing a compressed model safely: the output path is checked before any work, and the
+// file appears only complete (written to a temporary, renamed into place).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+#include "core/error.h"
+#include "gguf/gguf.h"
+
+namespace squeeze::compress {
+
+// The work stopped because the cancel flag was set; nothing was left on disk.
+class Interrupted : public Error {
+ public:
+  using Error::Error;
+};
+
+inline bool cancelled(const std::atomic<bool>* cancel) {
+  return cancel != nullptr && cancel->load(std::memory_order_relaxed);
+}
+
+// Throws UsageError when out_path is the source file, a directory, or in a directory that
+// does not exist or is not writable.
+void check_output_path(const gguf::File& src, const std::string& out_path);
+
+// Writes w to out_path through `out_path.part` (and the writer's own temporary), so a failure
+// or a cancel leaves neither a partial file nor a temporary behind, and an existing out_path
+// untouched until the new one is complete. Throws Interrupted on cancel, Error on I/O failure.
+void write_output(const gguf::Writer& w, const std::string& out_path,
+                  const std::atomic<bool>* cancel);
+
+// The product of every dimension after the first.
+int64_t tensor_rows(const gguf::TensorInfo& t);
+
+}  // namespace squeeze::compress

@@ -1,0 +1,399 @@
+#include "compress/quantize_model.h"
+
+#include <array>
+#include <cctype>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "compress/calib.h"
+#include "compress/convert.h"
+#include "compress/output.h"
+#include "compress/tensor_plan.h"
+#include "core/timer.h"
+#include "formats/sq.h"
+#include "model/model.h"
+#include "tokenizer/tokenizer.h"
+
+namespace squeeze::compress {
+
+namespace {
+
+using formats::DType;
+
+constexpr uint32_t kGgmlQuantizationVersion = 2;
+constexpr std::string_view kMetaPrefix = "squeeze.quantization.";
+
+// The seven matrices of a block, with where the model binds them and which Hessian feeds them.
+enum class HessianOf { AttnIn, AttnOut, FfnIn, FfnDown };
+struct BlockMatrix {
+  const char* suffix;
+  ops::WeightView model::LayerWeights::*view;
+  HessianOf hessian;
+};
+constexpr BlockMatrix kBlockMatrices[] = {
+    {"attn_q.weight", &model::LayerWeights::wq, HessianOf::AttnIn},
+    {"attn_k.weight", &model::LayerWeights::wk, HessianOf::AttnIn},
+    {"attn_v.weight", &model::LayerWeights::wv, HessianOf::AttnIn},
+    {"attn_output.weight", &model::LayerWeights::wo, HessianOf::AttnOut},
+    {"ffn_gate.weight", &model::LayerWeights::ffn_gate, HessianOf::FfnIn},
+    {"ffn_up.weight", &model::LayerWeights::ffn_up, HessianOf::FfnIn},
+    {"ffn_down.weight", &model::LayerWeights::ffn_down, HessianOf::FfnDown},
+};
+
+enum class Action { Copy, Method, Convert };
+
+struct Plan {
+  const gguf::TensorInfo* t = nullptr;
+  Action action = Action::Copy;
+  DType type = DType::F32;
+  Storage st;              // Action::Method
+  int64_t layer = -1;      // block index of a block matrix
+  int block_matrix = -1;   // index into kBlockMatrices
+  std::vector<uint8_t> data;  // the output bytes (Method, Convert)
+};
+
+std::string lower(std::string_view s) {
+  std::string r(s);
+  for (char& c : r) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return r;
+}
+
+std::string choice_text(const TypeChoice& c) {
+  return c.keep ? "keep" : std::string(formats::format_info(c.type).name);
+}
+
+// "blk.12.ffn_up.weight" -> (12, index of ffn_up); (-1, -1) for other names.
+std::pair<int64_t, int> block_matrix_of(const std::string& name) {
+  if (name.rfind("blk.", 0) != 0) return {-1, -1};
+  const size_t dot = name.find('.', 4);
+  if (dot == std::string::npos || dot == 4) return {-1, -1};
+  for (size_t i = 4; i < dot; ++i) {
+    if (!std::isdigit(static_cast<unsigned char>(name[i]))) return {-1, -1};
+  }
+  const std::string rest = name.substr(dot + 1);
+  for (int k = 0; k < static_cast<int>(std::size(kBlockMatrices)); ++k) {
+    if (rest == kBlockMatrices[k].suffix) return {std::stoll(name.substr(4, dot - 4)), k};
+  }
+  return {-1, -1};
+}
+
+std::vector<float> dequantize(DType type, const void* data, int64_t cols, int64_t rows,
+                              ThreadPool& pool) {
+  std::vector<float> w(static_cast<size_t>(cols * rows));
+  const auto& k = formats::kernels(type);
+  const size_t rb = formats::row_bytes(type, cols);
+  const auto* in = static_cast<const uint8_t*>(data);
+  pool.parallel_for(rows, 16, [&](int64_t r0, int64_t r1, int) {
+    for (int64_t r = r0; r < r1; ++r) k.dequantize_row(in + r * rb, w.data() + r * cols, cols);
+  });
+  return w;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw UsageError("cannot read calibration text '" + path + "'");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string fmt(const char* f, double a) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, a);
+  return buf;
+}
+
+}  // namespace
+
+TypeChoice parse_type_choice(std::string_view name) {
+  TypeChoice c;
+  if (lower(name) == "keep") return c;
+  const formats::FormatInfo* info = formats::format_by_name(name);
+  if (info == nullptr || !info->supported ||
+      formats::kernels(info->type, Isa::Scalar).quantize_row_ref == nullptr) {
+    throw UsageError("unknown or unwritable tensor type '" + std::string(name) +
+                     "' (choose keep, f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1 or sq{2,3,4}_g{32,64,128})");
+  }
+  c.keep = false;
+  c.type = info->type;
+  return c;
+}
+
+TensorTypeOverride parse_tensor_type(std::string_view spec) {
+  const size_t eq = spec.rfind('=');
+  if (eq == std::string_view::npos || eq == 0 || eq + 1 == spec.size()) {
+    throw UsageError("--tensor-type wants REGEX=TYPE (got '" + std::string(spec) + "')");
+  }
+  TensorTypeOverride o;
+  o.pattern = std::string(spec.substr(0, eq));
+  try {
+    o.re = std::regex(o.pattern, std::regex::ECMAScript);
+  } catch (const std::regex_error& e) {
+    throw UsageError("--tensor-type: bad regular expression '" + o.pattern + "': " + e.what());
+  }
+  o.choice = parse_type_choice(spec.substr(eq + 1));
+  return o;
+}
+
+QuantizeStats quantize_model(const std::string& model_path, const std::string& out_path,
+                             const QuantizeOptions& o, ThreadPool& pool) {
+  const QuantScheme& scheme = o.gptq.scheme;
+  check_scheme(scheme);
+  const bool gptq = o.method == QuantMethod::Gptq;
+  if (gptq) check_gptq_options(o.gptq);
+  auto log = [&](const std::string& line, bool transient) {
+    if (o.log) o.log(line, transient);
+  };
+
+  std::unique_ptr<model::Model> m = model::Model::load(model_path);
+  const gguf::File& src = m->file();
+  check_output_path(src, out_path);
+  std::string calib_text;
+  if (gptq) calib_text = read_file(o.calib_path);
+
+  // --- the plan, checked in full before any work ---
+  std::vector<Plan> plan;
+  for (const gguf::TensorInfo& t : src.tensors()) {
+    Plan p;
+    p.t = &t;
+    p.type = t.type;
+    std::tie(p.layer, p.block_matrix) = block_matrix_of(t.name);
+    const TypeChoice* choice = nullptr;
+    for (const TensorTypeOverride& ov : o.overrides) {
+      if (std::regex_search(t.name, ov.re)) {
+        choice = &ov.choice;
+        break;
+      }
+    }
+    if (choice == nullptr && t.name == "token_embd.weight") choice = &o.embd;
+    if (choice == nullptr && t.name == "output.weight") choice = &o.output;
+    if (choice != nullptr) {
+      if (!choice->keep && choice->type != t.type) {
+        if (t.shape[0] % formats::format_info(choice->type).block_size != 0) {
+          throw UsageError("tensor '" + t.name + "': rows of " + std::to_string(t.shape[0]) +
+                           " do not fit " + choice_text(*choice) + " blocks");
+        }
+        p.action = Action::Convert;
+        p.type = choice->type;
+      }
+    } else if (p.block_matrix >= 0) {
+      p.action = Action::Method;
+      p.st = storage_for(scheme, t.shape[0]);
+      p.type = p.st.type;
+    }
+    plan.push_back(std::move(p));
+  }
+
+  CalibSamples samples;
+  if (gptq) {
+    if (o.calib_ctx > m->hparams().n_ctx_train) {
+      throw UsageError("--calib-ctx " + std::to_string(o.calib_ctx) + " exceeds the model's " +
+                       std::to_string(m->hparams().n_ctx_train) + " tokens");
+    }
+    tokenizer::Tokenizer tok(tokenizer::read_vocab(src));
+    samples = sample_calibration_text(calib_text, tok, o.calib_samples, o.calib_ctx, o.seed);
+  }
+
+  QuantizeStats stats;
+  stats.n_tensors = plan.size();
+  auto convert = [&](Plan& p) {
+    const gguf::TensorInfo& t = *p.t;
+    const int64_t rows = tensor_rows(t);
+    p.data.resize(formats::row_bytes(p.type, t.shape[0]) * static_cast<size_t>(rows));
+    if (!convert_rows(t.type, p.type, t.data, p.data.data(), t.shape[0], rows, pool, o.cancel)) {
+      throw Interrupted("interrupted; no output written");
+    }
+    ++stats.n_override;
+  };
+  auto bind = [&](const Plan& p, ops::WeightView& v) {
+    v.type = p.type;
+    v.row_bytes = formats::row_bytes(p.type, v.n_cols);
+    v.data = p.data.data();
+  };
+  auto check_cancel = [&] {
+    if (cancelled(o.cancel)) throw Interrupted("interrupted; no output written");
+  };
+
+  // Embedding and head first: with GPTQ the calibration runs on the model as it will be.
+  for (Plan& p : plan) {
+    if (p.action != Action::Convert || p.block_matrix >= 0) continue;
+    check_cancel();
+    log("convert " + p.t->name + " -> " + std::string(formats::format_info(p.type).name), false);
+    convert(p);
+    if (p.t->name == "token_embd.weight") {
+      bind(p, m->token_embd);
+      if (m->tied_output) bind(p, m->output);
+    } else if (p.t->name == "output.weight") {
+      bind(p, m->output);
+    }
+  }
+
+  const Timer timer;
+  size_t n_err = 0;
+  auto quantize_method = [&](Plan& p, const std::vector<double>* h) {
+    const gguf::TensorInfo& t = *p.t;
+    const int64_t cols = t.shape[0];
+    const int64_t rows = tensor_rows(t);
+    const std::vector<float> w = dequantize(t.type, t.data, cols, rows, pool);
+    p.data.resize(formats::row_bytes(p.type, cols) * static_cast<size_t>(rows));
+    std::string line = t.name + " " + scheme_text(scheme) + " -> " +
+                       std::string(formats::format_info(p.type).name) +
+                       (p.st.fallback ? " (group " + std::to_string(p.st.group) + ": row of " +
+                                            std::to_string(cols) + ")"
+                                      : "");
+    if (h == nullptr) {
+      quantize_rtn(w.data(), rows, cols, scheme, p.st, p.data.data(), pool);
+    } else {
+      std::vector<double> hw = *h;  // gptq_quantize consumes its copy
+      const GptqStats gs =
+          gptq_quantize(w.data(), rows, cols, hw, o.gptq, p.st, p.data.data(), pool);
+      // The output error on the calibration inputs, against RTN with the same scheme.
+      const std::vector<float> wq = dequantize(p.type, p.data.data(), cols, rows, pool);
+      std::vector<uint8_t> rtn(p.data.size());
+      quantize_rtn(w.data(), rows, cols, scheme, p.st, rtn.data(), pool);
+      const std::vector<float> wr = dequantize(p.type, rtn.data(), cols, rows, pool);
+      const double e = relative_output_error(w.data(), wq.data(), rows, cols, *h);
+      const double er = relative_output_error(w.data(), wr.data(), rows, cols, *h);
+      stats.mean_rel_error += e;
+      stats.mean_rel_error_rtn += er;
+      ++n_err;
+      line += ": rel. output error " + fmt("%.4g", e) + " (rtn " + fmt("%.4g", er) + ")";
+      if (gs.damp_used != o.gptq.damp) line += ", damp raised to " + fmt("%g", gs.damp_used);
+      if (gs.dead_columns > 0) line += ", " + std::to_string(gs.dead_columns) + " dead columns";
+    }
+    log(line, false);
+    ++stats.n_method;
+    stats.n_fallback += p.st.fallback ? 1 : 0;
+    stats.quantized_weights += static_cast<uint64_t>(rows * cols);
+    stats.quantized_bytes += p.data.size();
+  };
+
+  if (!gptq) {
+    for (Plan& p : plan) {
+      if (p.action == Action::Convert && p.data.empty()) {
+        check_cancel();
+        convert(p);
+      }
+      if (p.action != Action::Method) continue;
+      check_cancel();
+      quantize_method(p, nullptr);
+    }
+  } else {
+    log("calibration: " + std::to_string(o.calib_samples) + " samples x " +
+            std::to_string(o.calib_ctx) + " tokens from " + o.calib_path + " (" +
+            std::to_string(samples.text_tokens) + " tokens)", false);
+    Calibrator cal(*m, samples.samples, pool);
+    const int64_t n_layer = m->hparams().n_layer;
+    // Plans of each block's matrices, by layer.
+    std::vector<std::array<Plan*, std::size(kBlockMatrices)>> by_layer(n_layer);
+    for (Plan& p : plan) {
+      if (p.block_matrix >= 0 && p.layer < n_layer) by_layer[p.layer][p.block_matrix] = &p;
+    }
+    for (int64_t il = 0; il < n_layer; ++il) {
+      const std::string blk = "block " + std::to_string(il + 1) + "/" + std::to_string(n_layer);
+      auto bar = [&](const char* what) {
+        return [&, what](int64_t done, int64_t total) {
+          log(blk + ": " + what + " " + std::to_string(done) + "/" + std::to_string(total) +
+                  " samples, " + fmt("%.0f s", timer.seconds()),
+              true);
+        };
+      };
+      BlockHessians hs;
+      if (!cal.collect(il, hs, bar("hessians"), o.cancel)) check_cancel();
+      for (size_t k = 0; k < std::size(kBlockMatrices); ++k) {
+        Plan* p = by_layer[il][k];
+        if (p == nullptr) continue;
+        check_cancel();
+        const std::vector<double>* h = nullptr;
+        switch (kBlockMatrices[k].hessian) {
+          case HessianOf::AttnIn: h = &hs.attn_in; break;
+          case HessianOf::AttnOut: h = &hs.attn_out; break;
+          case HessianOf::FfnIn: h = &hs.ffn_in; break;
+          case HessianOf::FfnDown: h = &hs.ffn_down; break;
+        }
+        if (p->action == Action::Method) quantize_method(*p, h);
+        else if (p->action == Action::Convert) convert(*p);
+        if (p->action != Action::Copy) bind(*p, m->layers[il].*kBlockMatrices[k].view);
+      }
+      if (il + 1 < n_layer && !cal.advance(il, bar("forward"), o.cancel)) check_cancel();
+    }
+    for (Plan& p : plan) {
+      if (p.action == Action::Convert && p.data.empty()) {
+        check_cancel();
+        convert(p);
+      }
+    }
+  }
+  if (n_err > 0) {
+    stats.mean_rel_error /= static_cast<double>(n_err);
+    stats.mean_rel_error_rtn /= static_cast<double>(n_err);
+  }
+  check_cancel();
+
+  // --- the file ---
+  std::vector<std::string> skip_keys = {"split.no", "split.count", "split.tensors.count",
+                                        "general.file_type", "general.quantization_version"};
+  for (const gguf::KeyValue& kv : src.metadata()) {
+    if (kv.key.rfind(kMetaPrefix, 0) == 0) skip_keys.push_back(kv.key);
+  }
+  const std::vector<std::string_view> skip(skip_keys.begin(), skip_keys.end());
+  gguf::Writer w(src.alignment());
+  w.copy_metadata(src, skip);
+  w.add_uint32("general.quantization_version", kGgmlQuantizationVersion);
+  // general.file_type only when the method's matrices are all of one llama.cpp type.
+  std::optional<DType> method_type;
+  bool one_type = true;
+  for (const Plan& p : plan) {
+    if (p.action != Action::Method) continue;
+    if (method_type && *method_type != p.type) one_type = false;
+    method_type = p.type;
+  }
+  if (method_type && one_type && !formats::is_sq(*method_type)) {
+    w.add_uint32("general.file_type", target_type(*method_type).llama_ftype);
+  }
+  const std::string pre(kMetaPrefix);
+  w.add_string(pre + "method", gptq ? "gptq" : "rtn");
+  w.add_string(pre + "source_type", dominant_weight_type(src));
+  w.add_uint32(pre + "bits", static_cast<uint32_t>(scheme.bits));
+  w.add_int32(pre + "group_size", static_cast<int32_t>(scheme.group));
+  w.add_bool(pre + "symmetric", scheme.sym);
+  w.add_string(pre + "scale", std::string(scale_method_name(scheme.scale)));
+  if (scheme.scale == ScaleMethod::Percentile) w.add_float32(pre + "percentile", scheme.percentile);
+  w.add_string(pre + "embd_type", choice_text(o.embd));
+  w.add_string(pre + "output_type", choice_text(o.output));
+  if (!o.overrides.empty()) {
+    std::vector<std::string> ov;
+    for (const auto& x : o.overrides) ov.push_back(x.pattern + "=" + choice_text(x.choice));
+    w.add_string_array(pre + "tensor_types", ov);
+  }
+  if (gptq) {
+    w.add_float32(pre + "gptq.damp", static_cast<float>(o.gptq.damp));
+    w.add_uint32(pre + "gptq.block", static_cast<uint32_t>(o.gptq.block));
+    w.add_bool(pre + "gptq.act_order", o.gptq.act_order);
+    w.add_bool(pre + "gptq.static_groups", o.gptq.static_groups);
+    w.add_string(pre + "calibration.file",
+                 std::filesystem::path(o.calib_path).filename().string());
+    w.add_string(pre + "calibration.fnv1a64", samples.text_hash);
+    w.add_uint64(pre + "calibration.text_tokens", static_cast<uint64_t>(samples.text_tokens));
+    w.add_uint32(pre + "calibration.samples", static_cast<uint32_t>(o.calib_samples));
+    w.add_uint32(pre + "calibration.ctx", static_cast<uint32_t>(o.calib_ctx));
+    w.add_uint64(pre + "calibration.seed", o.seed);
+    w.add_float32(pre + "gptq.mean_rel_output_error", static_cast<float>(stats.mean_rel_error));
+  }
+  for (const Plan& p : plan) {
+    const gguf::TensorInfo& t = *p.t;
+    stats.bytes_in += t.n_bytes;
+    if (p.action == Action::Copy) {
+      w.add_tensor(t.name, t.type, t.shape, {static_cast<const uint8_t*>(t.data), t.n_bytes});
+      stats.bytes_out += t.n_bytes;
+    } else {
+      w.add_tensor(t.name, p.type, t.shape, p.data);
+      stats.bytes_out += p.data.size();
+    }
+  }
+  write_output(w, out_path, o.cancel);
+  return stats;
+}
+
+}  // namespace squeeze::compress

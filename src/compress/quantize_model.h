@@ -1,0 +1,79 @@
+// Calibrated quantization of a whole model: the weight matrices of every transformer block
+// (attn_q/k/v/output, ffn_gate/up/down) by round-to-nearest with a chosen scale method or by
+// GPTQ on Hessians from calibration text (calib.h, block by block on the already-quantized
+// model's activations); the embedding and output head by their own type (kept as they are by
+// default); any tensor by an override type chosen by regular expression. Provenance goes into
+// squeeze.quantization.* metadata. Output through a temporary file (output.h).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "compress/gptq.h"
+#include "compress/group_quant.h"
+#include "core/thread_pool.h"
+#include "formats/format.h"
+#include "gguf/gguf.h"
+
+namespace squeeze::compress {
+
+enum class QuantMethod { Rtn, Gptq };
+
+// A tensor's type given by the user instead of the method: a llama.cpp or squeeze type
+// (plain round-to-nearest with its reference quantizer) or `keep` (copied unchanged).
+struct TypeChoice {
+  bool keep = true;
+  formats::DType type = formats::DType::F16;
+};
+// "keep" or a type name with a reference quantizer ("q8_0", "f16", "sq3_g64", ...). Throws
+// UsageError naming the choices.
+TypeChoice parse_type_choice(std::string_view name);
+
+struct TensorTypeOverride {
+  std::string pattern;  // ECMAScript regular expression, searched in the tensor name
+  std::regex re;
+  TypeChoice choice;
+};
+// "REGEX=TYPE" (the last '=' splits). Throws UsageError for a bad expression or type.
+TensorTypeOverride parse_tensor_type(std::string_view spec);
+
+struct QuantizeOptions {
+  QuantMethod method = QuantMethod::Rtn;
+  GptqOptions gptq;  // gptq.scheme is the scheme of both methods
+  std::vector<TensorTypeOverride> overrides;  // first match wins
+  TypeChoice embd;    // token_embd.weight (also the output head when it is tied)
+  TypeChoice output;  // output.weight
+  // Calibration (GPTQ only).
+  std::string calib_path;
+  int64_t calib_samples = 128;
+  int64_t calib_ctx = 512;
+  uint64_t seed = 0;
+  const std::atomic<bool>* cancel = nullptr;
+  // A line of progress for the user (no newline).
+  std::function<void(const std::string& line, bool transient)> log;
+};
+
+struct QuantizeStats {
+  size_t n_tensors = 0;
+  size_t n_method = 0;    // quantized by RTN / GPTQ
+  size_t n_override = 0;  // converted to an override / embd / output type
+  size_t n_fallback = 0;  // stored with a smaller group than asked (row length)
+  uint64_t bytes_in = 0;
+  uint64_t bytes_out = 0;
+  uint64_t quantized_weights = 0;  // elements written by the method
+  uint64_t quantized_bytes = 0;    // their bytes
+  double mean_rel_error = 0.0;     // GPTQ: mean over matrices of ||ΔW X||² / ||W X||²
+  double mean_rel_error_rtn = 0.0; // the same for RTN with the same scheme, for comparison
+};
+
+// Checks every option and every tensor's storage before any work (UsageError), then
+// quantizes `model_path` into out_path. Throws Interrupted on cancel.
+QuantizeStats quantize_model(const std::string& model_path, const std::string& out_path,
+                             const QuantizeOptions& o, ThreadPool& pool);
+
+}  // namespace squeeze::compress

@@ -1,6 +1,7 @@
 // AVX2 kernels of the sq{B}_g{G} formats: decoding (bit-identical to scalar_sq.cpp) and dot
 // products with Q8_1 activations (maddubs on the unpacked codes, as the Q4_1 kernel), summed in
-// exactly the scalar twin's order, so both paths give the same bits.
+// exactly the scalar twin's order, so both paths give the same bits. The tiled products (gemm)
+// are in avx2_gemm.cpp and avx512_gemm.cpp.
 #include "formats/avx2_util.h"
 #include "formats/blocks.h"
 #include "formats/format.h"
@@ -28,34 +29,6 @@ inline __m128 load_half_pair(const void* p) {
   return _mm_cvtph_ps(_mm_cvtsi32_si128(v));
 }
 
-// The 32 codes of a sub-block (layout in scalar_sq.cpp) as bytes in element order.
-template <int B>
-inline __m256i sub_block_codes(const uint8_t* p) {
-  if constexpr (B == 4) {
-    return unpack_nibbles(p);
-  } else {
-    // 64-bit lane c (elements 8c..8c+7) takes bits 2c and 2c+1 of each of the 8 bytes.
-    uint64_t low;
-    std::memcpy(&low, p, sizeof low);
-    const __m256i low2 = _mm256_and_si256(
-        _mm256_srlv_epi64(_mm256_set1_epi64x(static_cast<long long>(low)),
-                          _mm256_setr_epi64x(0, 2, 4, 6)),
-        _mm256_set1_epi8(3));
-    if constexpr (B == 2) {
-      return low2;
-    } else {
-      // 32-bit lane c (elements 4c..4c+3) takes bit c of each of the 4 bytes, as bit 2.
-      uint32_t high;
-      std::memcpy(&high, p + 8, sizeof high);
-      const __m256i bit = _mm256_and_si256(
-          _mm256_srlv_epi32(_mm256_set1_epi32(static_cast<int>(high)),
-                            _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)),
-          _mm256_set1_epi8(1));
-      return _mm256_or_si256(low2, _mm256_slli_epi16(bit, 2));
-    }
-  }
-}
-
 // d * q + m: multiply, then add, as the scalar code (no FMA: results must match).
 template <int B, int G>
 void dequantize_sq(const void* src, float* dst, int64_t n) {
@@ -64,7 +37,7 @@ void dequantize_sq(const void* src, float* dst, int64_t n) {
     const __m256 d = _mm256_set1_ps(load_half(p));
     const __m256 m = _mm256_set1_ps(load_half(p + 2));
     for (int k = 0; k < G / 32; ++k) {
-      const __m256i q = sub_block_codes<B>(p + kHeaderBytes + 4 * B * k);
+      const __m256i q = sq_sub_block_codes<B>(p + kHeaderBytes + 4 * B * k);
       float* y = dst + g * G + 32 * k;
       for (int c = 0; c < 4; ++c) {
         _mm256_storeu_ps(y + 8 * c, _mm256_add_ps(_mm256_mul_ps(i8_chunk_to_ps(q, c), d), m));
@@ -79,7 +52,7 @@ void dequantize_sq(const void* src, float* dst, int64_t n) {
 template <int B>
 inline void add_sub_block(const uint8_t* codes, __m128 dm, const BlockQ8_1& y, __m256& acc,
                           __m128& mins) {
-  const __m256i prod = dot_u8_i8(sub_block_codes<B>(codes),
+  const __m256i prod = dot_u8_i8(sq_sub_block_codes<B>(codes),
                                  _mm256_loadu_si256(reinterpret_cast<const __m256i*>(y.qs)));
   const __m128 scales = _mm_mul_ps(dm, load_half_pair(&y.d));  // d * d_x, m * s_x
   acc = _mm256_fmadd_ps(_mm256_broadcastss_ps(scales), _mm256_cvtepi32_ps(prod), acc);

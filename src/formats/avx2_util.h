@@ -48,6 +48,35 @@ static inline __m256i unpack_nibbles(const uint8_t* p) {
                           _mm256_set1_epi8(0x0F));
 }
 
+// The 32 codes of an sq{B}_g{G} sub-block (layout in scalar_sq.cpp, docs/FORMATS.md) as bytes
+// in element order.
+template <int B>
+static inline __m256i sq_sub_block_codes(const uint8_t* p) {
+  if constexpr (B == 4) {
+    return unpack_nibbles(p);
+  } else {
+    // 64-bit lane c (elements 8c..8c+7) takes bits 2c and 2c+1 of each of the 8 bytes.
+    uint64_t low;
+    std::memcpy(&low, p, sizeof low);
+    const __m256i low2 = _mm256_and_si256(
+        _mm256_srlv_epi64(_mm256_set1_epi64x(static_cast<long long>(low)),
+                          _mm256_setr_epi64x(0, 2, 4, 6)),
+        _mm256_set1_epi8(3));
+    if constexpr (B == 2) {
+      return low2;
+    } else {
+      // 32-bit lane c (elements 4c..4c+3) takes bit c of each of the 4 bytes, as bit 2.
+      uint32_t high;
+      std::memcpy(&high, p + 8, sizeof high);
+      const __m256i bit = _mm256_and_si256(
+          _mm256_srlv_epi32(_mm256_set1_epi32(static_cast<int>(high)),
+                            _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)),
+          _mm256_set1_epi8(1));
+      return _mm256_or_si256(low2, _mm256_slli_epi16(bit, 2));
+    }
+  }
+}
+
 // A half-precision value converted and broadcast to 8 floats.
 static inline __m256 broadcast_half(uint16_t h) {
   return _mm256_cvtph_ps(_mm_set1_epi16(static_cast<short>(h)));

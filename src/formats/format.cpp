@@ -164,6 +164,7 @@ KernelTable make_avx2_table() {
   at(DType::Q4_1).gemm = gemm_q4_1;
   at(DType::Q8_0).gemm = gemm_q8_0;
   at(DType::F16).gemm = gemm_f16;
+  for_each_sq([&](DType type) { at(type).gemm = sq_gemm(type); });
 #endif
   return t;
 }
@@ -178,6 +179,7 @@ KernelTable make_avx512_table() {
   at(DType::Q4_1).gemm = gemm_q4_1;
   at(DType::Q8_0).gemm = gemm_q8_0;
   at(DType::F16).gemm = gemm_f16;
+  for_each_sq([&](DType type) { at(type).gemm = sq_gemm(type); });
 #endif
   return t;
 }

@@ -8,10 +8,9 @@
 #include <cstddef>
 #include <cstdint>
 
-namespace squeeze::formats {
+#include "formats/format.h"
 
-enum class DType : uint32_t;
-struct Kernels;
+namespace squeeze::formats {
 
 // Scalar reference: ggml's reference rounding and ggml's integer dot-product math.
 namespace scalar {
@@ -105,6 +104,9 @@ void gemm_q4_1(int64_t n, const void* w, size_t ws, int64_t n_rows, const void* 
                int64_t n_tokens, float* y, int64_t ys);
 void gemm_q8_0(int64_t n, const void* w, size_t ws, int64_t n_rows, const void* x, size_t xs,
                int64_t n_tokens, float* y, int64_t ys);
+// The tiled product of the sq format t (null for another format), bit-identical to loops of its
+// vec_dot (avx2_gemm.cpp).
+GemmFn sq_gemm(DType t);
 // Within float rounding of vec_dot_f16 (a different summation order; see avx2_gemm.cpp).
 void gemm_f16(int64_t n, const void* w, size_t ws, int64_t n_rows, const void* x, size_t xs,
               int64_t n_tokens, float* y, int64_t ys);
@@ -113,6 +115,8 @@ void gemm_f16(int64_t n, const void* w, size_t ws, int64_t n_rows, const void* x
 // AVX-512 F/BW/VL + VNNI (avx512_gemm.cpp): the tiled products, bit-identical to the AVX2 ones
 // (F16: within float rounding).
 namespace avx512 {
+// The tiled product of the sq format t (null for another format), bit-identical to the AVX2 one.
+GemmFn sq_gemm(DType t);
 void gemm_q4_0_repacked(int64_t n, const void* w, size_t ws, int64_t n_rows, const void* x,
                         size_t xs, int64_t n_tokens, float* y, int64_t ys);
 void gemm_q4_1(int64_t n, const void* w, size_t ws, int64_t n_rows, const void* x, size_t xs,

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "format_test_util.h"
+#include "formats/sq.h"
 
 namespace squeeze::formats::test {
 namespace {
@@ -33,9 +34,20 @@ TEST_P(Gemm, EqualsVecDotLoopBitForBit) {
   const DType xt = format_info(c.type).vec_dot_type;
   std::mt19937 rng(11);
   std::normal_distribution<float> dist(0.0f, 1.0f);
-  for (const int64_t n : {32, 576, 1536}) {
+  const int64_t block = format_info(c.type).block_size;
+  // Row lengths: the model's (576, 1536); for the sq formats also odd group counts (the g32
+  // tiles alternate accumulators by group), every group size's multiples, and one row longer
+  // than the tiles' stack buffer of prepared activations (512 blocks of 32).
+  std::vector<int64_t> lengths = {32, 576, 1536};
+  if (is_sq(c.type)) lengths = {32, 64, 96, 128, 384, 576, 1536, 16384 + 384};
+  for (const int64_t n : lengths) {
+    if (n % block != 0) continue;
+    const bool long_row = n > 1536;
     for (const int64_t n_rows : {1, 2, 3, 5, 8, 13, 20}) {
-      for (const int64_t n_tokens : {1, 2, 4, 7, 9}) {
+      if (long_row && n_rows != 5 && n_rows != 13) continue;
+      for (const int64_t n_tokens : {1, 2, 3, 4, 5, 6, 7, 9}) {
+        if (long_row && n_tokens != 1 && n_tokens != 6) continue;
+        if (!is_sq(c.type) && (n_tokens == 3 || n_tokens == 5 || n_tokens == 6)) continue;
         // Rows and tokens padded by a few bytes, as a strided view would be.
         const size_t ws = row_bytes(c.type, n) + 6;
         const size_t xs = row_bytes(xt, n) + 10;
@@ -84,7 +96,21 @@ INSTANTIATE_TEST_SUITE_P(Formats, Gemm,
                                            Case{DType::Q4_0, true, true, Isa::Avx512},
                                            Case{DType::Q4_1, false, true, Isa::Avx512},
                                            Case{DType::Q8_0, false, true, Isa::Avx512},
-                                           Case{DType::F16, false, false, Isa::Avx512}),
+                                           Case{DType::F16, false, false, Isa::Avx512},
+                                           Case{DType::SQ2_G32, false}, Case{DType::SQ2_G64, false},
+                                           Case{DType::SQ2_G128, false}, Case{DType::SQ3_G32, false},
+                                           Case{DType::SQ3_G64, false}, Case{DType::SQ3_G128, false},
+                                           Case{DType::SQ4_G32, false}, Case{DType::SQ4_G64, false},
+                                           Case{DType::SQ4_G128, false},
+                                           Case{DType::SQ2_G32, false, true, Isa::Avx512},
+                                           Case{DType::SQ2_G64, false, true, Isa::Avx512},
+                                           Case{DType::SQ2_G128, false, true, Isa::Avx512},
+                                           Case{DType::SQ3_G32, false, true, Isa::Avx512},
+                                           Case{DType::SQ3_G64, false, true, Isa::Avx512},
+                                           Case{DType::SQ3_G128, false, true, Isa::Avx512},
+                                           Case{DType::SQ4_G32, false, true, Isa::Avx512},
+                                           Case{DType::SQ4_G64, false, true, Isa::Avx512},
+                                           Case{DType::SQ4_G128, false, true, Isa::Avx512}),
                          [](const auto& info) {
                            return std::string(format_info(info.param.type).name) +
                                   (info.param.repacked ? "_repacked_" : "_") +

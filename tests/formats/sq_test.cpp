@@ -1,8 +1,9 @@
 // squeeze's own sq{B}_g{G} formats (formats/sq.h): the packing API and its bit layout as
 // docs/FORMATS.md states it, decoding as exactly d * q + m, the round-to-nearest quantizer, the
-// dot product's formula, and the AVX2 kernels (also behind Isa::Avx512) bit for bit against the
-// scalar twins. (The generic tests also cover these formats: round trip RMS bounds, vec_dot
-// against the decoded rows, AVX2 decoding of random bytes.)
+// dot product's formula, and the AVX2 kernels (also behind Isa::Avx512) and the tiled products of
+// both tiers bit for bit against the scalar twins. (The generic tests also cover these formats:
+// round trip RMS bounds, vec_dot against the decoded rows, AVX2 decoding of random bytes, gemm
+// on every tile shape.)
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -74,7 +75,8 @@ std::vector<int64_t> lengths(DType t) {
   return out;
 }
 
-// The SIMD tiers this CPU has (the Avx512 table reuses the AVX2 kernels of these formats).
+// The SIMD tiers this CPU has (the Avx512 table reuses the AVX2 vec_dot and dequantize_row of
+// these formats and has its own gemm).
 std::vector<Isa> simd_isas() {
   std::vector<Isa> out;
   for (Isa isa : {Isa::Avx2, Isa::Avx512}) {
@@ -346,9 +348,9 @@ TEST_P(Sq, VecDotIsTheQ4_1Formula) {
   }
 }
 
-// The AVX2 kernels (also what the Avx512 table holds for these formats) give the scalar
-// twins' bits: decoding is d * q + m on both, and the dot products sum in the same order
-// (two alternating lanes.h accumulators, see scalar_sq.cpp).
+// The AVX2 kernels (also the Avx512 table's vec_dot and dequantize_row) give the scalar twins'
+// bits: decoding is d * q + m on both, and the dot products sum in the same order (two
+// alternating lanes.h accumulators, see scalar_sq.cpp).
 TEST_P(Sq, SimdIsBitIdenticalToScalar) {
   const DType t = GetParam();
   const std::vector<Isa> isas = simd_isas();
@@ -358,7 +360,7 @@ TEST_P(Sq, SimdIsBitIdenticalToScalar) {
     const Kernels& v = kernels(t, isa);
     EXPECT_NE(v.vec_dot, s.vec_dot);
     EXPECT_NE(v.dequantize_row, s.dequantize_row);
-    EXPECT_EQ(v.gemm, nullptr);  // ops::matmul loops over vec_dot
+    EXPECT_NE(v.gemm, nullptr);  // tiled products (GemmIsBitIdenticalToVecDot)
     EXPECT_EQ(v.vec_dot_repacked, nullptr);
   }
   for (int64_t n : lengths(t)) {
@@ -381,6 +383,52 @@ TEST_P(Sq, SimdIsBitIdenticalToScalar) {
             ASSERT_TRUE(same_bits(dot, want))
                 << name_of(t) << " " << isa_name(isa) << " n=" << n << " seed " << seed << ": "
                 << dot << " vs " << want;
+          }
+        }
+      }
+    }
+  }
+}
+
+// The tiled products (Kernels::gemm, AVX2 and AVX-512 tiers) give the scalar vec_dot's bits for
+// every output, also on codes and activations no quantizer writes (every int8 including -128,
+// all codes at the maximum), in prefill (>= 4 tokens) and decode (1-3 tokens) shapes; the
+// generic shape and stride coverage is in gemm_test.cpp.
+TEST_P(Sq, GemmIsBitIdenticalToVecDot) {
+  const DType t = GetParam();
+  const std::vector<Isa> isas = simd_isas();
+  if (isas.empty()) GTEST_SKIP() << "this CPU lacks AVX2/FMA/F16C";
+  const Kernels& s = kernels(t, Isa::Scalar);
+  for (int64_t n : lengths(t)) {
+    const size_t ws = row_bytes(t, n);
+    const size_t xs = row_bytes(DType::Q8_1, n);
+    constexpr int64_t kRows = 9;
+    std::vector<uint8_t> w;
+    for (int64_t r = 0; r < kRows; ++r) {
+      std::vector<uint8_t> row = random_row(t, n, static_cast<uint32_t>(7 + r));
+      if (r == 4) {  // every code at the maximum
+        std::vector<uint8_t> codes(static_cast<size_t>(group_of(t)), static_cast<uint8_t>(max_code(t)));
+        for (size_t off = 0; off < row.size(); off += format_info(t).block_bytes) {
+          sq_pack_block(t, 0.0625f, -0.5f, codes.data(), row.data() + off);
+        }
+      }
+      w.insert(w.end(), row.begin(), row.end());
+    }
+    for (int64_t n_tokens : {1, 3, 6}) {
+      std::vector<uint8_t> x;
+      for (int64_t k = 0; k < n_tokens; ++k) {
+        const std::vector<uint8_t> a = activations(n, static_cast<uint32_t>(200 + k), k % 2 == 1);
+        x.insert(x.end(), a.begin(), a.end());
+      }
+      for (Isa isa : isas) {
+        std::vector<float> y(kRows * n_tokens);
+        kernels(t, isa).gemm(n, w.data(), ws, kRows, x.data(), xs, n_tokens, y.data(), kRows);
+        for (int64_t k = 0; k < n_tokens; ++k) {
+          for (int64_t r = 0; r < kRows; ++r) {
+            const float want = s.vec_dot(n, w.data() + r * ws, x.data() + k * xs);
+            ASSERT_TRUE(same_bits(y[k * kRows + r], want))
+                << name_of(t) << " " << isa_name(isa) << " n=" << n << " tokens " << n_tokens
+                << " at (" << r << ", " << k << "): " << y[k * kRows + r] << " vs " << want;
           }
         }
       }

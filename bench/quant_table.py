@@ -41,6 +41,9 @@ def cells(samples):
             out.append((f"gptq-{tag}", "GPTQ", bits, group, g))
             out.append((f"gptq-act-{tag}", "GPTQ act-order", bits, group,
                         g + ["--act-order", "--static-groups"]))
+    # The defaults of `squeeze quantize` (128 samples) on one cell, against the table's count.
+    out.append(("gptq-3b-g128-128s", "GPTQ", 3, 128,
+                ["--method", "gptq", "--calib-samples", "128", "--bits", "3", "--group-size", "128"]))
     # Symmetric 4-bit g32 is stored as q4_0: what llama.cpp loads unchanged.
     out.append(("rtn-absmax-4b-g32-sym", "RTN absmax sym (q4_0)", 4, 32,
                 ["--method", "rtn", "--bits", "4", "--group-size", "32", "--sym"]))
@@ -143,16 +146,18 @@ def main():
     b = res["base"]
     speed = res.get("tg128", {})
     fmt_tg = lambda k: f"{speed[k]:.0f}" if k in speed else "-"
-    print(f"| method | bits | group | bits/weight | file MiB | PPL | mean KLD | top-1 % | "
-          f"tg128 t/s | quantize s |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
-    print(f"| base (Q4_1 file) | | | | {b['file_mib']:.1f} | {b['ppl']:.3f} | 0 | 100 | "
+    print(f"| method | bits | group | calib samples | bits/weight | file MiB | PPL | mean KLD | "
+          f"top-1 % | tg128 t/s | quantize s |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print(f"| base (Q4_1 file) | | | | | {b['file_mib']:.1f} | {b['ppl']:.3f} | 0 | 100 | "
           f"{fmt_tg('base')} | |")
     for label, *_ in cells(a.calib_samples):
         if label not in res:
             continue
         r = res[label]
-        print(f"| {r['method']} | {r['bits']} | {r['group']} | {r['bpw']:.3f} | "
+        v = {k: n for k, n in zip(r["args"], r["args"][1:] + [""]) if k.startswith("--")}
+        samples = v.get("--calib-samples", "")
+        print(f"| {r['method']} | {r['bits']} | {r['group']} | {samples} | {r['bpw']:.3f} | "
               f"{r['file_mib']:.1f} | {r['ppl']:.3f} | {r['kld']:.4f} | {r['top1']:.2f} | "
               f"{fmt_tg(r['layout'])} | {r['quantize_s']:.0f} |")
 

@@ -1,5 +1,8 @@
 #include "compress/quantize_model.h"
 
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
+
 #include <array>
 #include <cctype>
 #include <filesystem>
@@ -127,13 +130,34 @@ TensorTypeOverride parse_tensor_type(std::string_view spec) {
   }
   TensorTypeOverride o;
   o.pattern = std::string(spec.substr(0, eq));
-  try {
-    o.re = std::regex(o.pattern, std::regex::ECMAScript);
-  } catch (const std::regex_error& e) {
-    throw UsageError("--tensor-type: bad regular expression '" + o.pattern + "': " + e.what());
+  int err = 0;
+  PCRE2_SIZE err_offset = 0;
+  pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(o.pattern.data()),
+                                   o.pattern.size(), 0, &err, &err_offset, nullptr);
+  if (code == nullptr) {
+    std::array<PCRE2_UCHAR, 256> msg{};
+    pcre2_get_error_message(err, msg.data(), msg.size());
+    throw UsageError("--tensor-type: bad regular expression '" + o.pattern + "' at offset " +
+                     std::to_string(err_offset) + ": " +
+                     reinterpret_cast<const char*>(msg.data()));
   }
+  o.re = std::shared_ptr<const void>(code, [](const void* c) {
+    pcre2_code_free(static_cast<pcre2_code*>(const_cast<void*>(c)));
+  });
   o.choice = parse_type_choice(spec.substr(eq + 1));
   return o;
+}
+
+bool TensorTypeOverride::matches(const std::string& name) const {
+  const auto* code = static_cast<const pcre2_code*>(re.get());
+  std::unique_ptr<pcre2_match_data, void (*)(pcre2_match_data*)> md(
+      pcre2_match_data_create_from_pattern(code, nullptr), pcre2_match_data_free);
+  const int rc = pcre2_match(code, reinterpret_cast<PCRE2_SPTR>(name.data()), name.size(), 0, 0,
+                             md.get(), nullptr);
+  if (rc < PCRE2_ERROR_NOMATCH) {
+    throw Error("--tensor-type '" + pattern + "': matching failed on '" + name + "'");
+  }
+  return rc >= 0;
 }
 
 QuantizeStats quantize_model(const std::string& model_path, const std::string& out_path,
@@ -161,7 +185,7 @@ QuantizeStats quantize_model(const std::string& model_path, const std::string& o
     std::tie(p.layer, p.block_matrix) = block_matrix_of(t.name);
     const TypeChoice* choice = nullptr;
     for (const TensorTypeOverride& ov : o.overrides) {
-      if (std::regex_search(t.name, ov.re)) {
+      if (ov.matches(t.name)) {
         choice = &ov.choice;
         break;
       }

@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
-#include <regex>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -35,9 +35,11 @@ struct TypeChoice {
 TypeChoice parse_type_choice(std::string_view name);
 
 struct TensorTypeOverride {
-  std::string pattern;  // ECMAScript regular expression, searched in the tensor name
-  std::regex re;
+  std::string pattern;  // Perl-compatible regular expression (PCRE2), searched in the name
   TypeChoice choice;
+  std::shared_ptr<const void> re;  // the compiled pattern (pcre2_code)
+  // Whether the pattern matches somewhere in `name`.
+  bool matches(const std::string& name) const;
 };
 // "REGEX=TYPE" (the last '=' splits). Throws UsageError for a bad expression or type.
 TensorTypeOverride parse_tensor_type(std::string_view spec);

@@ -79,6 +79,8 @@ int cmd_bench(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   app.add_option("--seed", bo.seed, "seed of the random token ids")->capture_default_str();
+  std::optional<double> act_sparsity;
+  add_act_sparsity_option(app, act_sparsity);
   app.add_flag("--no-warmup", no_warmup, "skip the warm-up run before each test");
   app.add_flag("--json", as_json, "print one JSON object (fields: docs/BENCHMARKS.md)");
   app.add_flag("--machine", machine,
@@ -113,12 +115,17 @@ int cmd_bench(int argc, char** argv) {
     }
     ThreadPool pool(n_threads);
     model::Context ctx(*model, n_ctx, pool, n_batch);
+    const auto sparsity = enable_act_sparsity(*model, act_sparsity, ctx, pool);
     eval::BenchReport rep =
         eval::make_report(*model, path, pool.size(), std::min(n_batch, n_ctx), n_ctx, bo.reps);
     rep.roof = roof;
     for (const eval::BenchTest& t : tests) {
       if (!as_json) std::cerr << "running " << t.name() << " ...\n";
       rep.results.push_back(eval::run_bench(ctx, t, bo.reps, bo.warmup, bo.seed));
+    }
+    if (sparsity) {
+      std::cerr << "act-sparsity density over all tests: "
+                << density_text(*model, *sparsity, ctx.sparsity_counters()) << "\n";
     }
     std::cout << (as_json ? eval::report_json(rep) : eval::report_text(rep)) << std::flush;
     if (as_json) std::cout << "\n";

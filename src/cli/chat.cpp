@@ -33,6 +33,7 @@ int cmd_chat(int argc, char** argv) {
     const auto tmpl = tokenizer::ChatTemplate::from_jinja(tok.vocab().chat_template);
     ThreadPool pool(mo.resolved_threads());
     model::Context ctx(*model, mo.n_ctx, pool);
+    const auto sparsity = enable_act_sparsity(*model, mo.act_sparsity, ctx, pool);
     sample::Sampler sampler(sp, static_cast<int32_t>(model->hparams().n_vocab));
 
     std::vector<tokenizer::ChatMessage> history;

@@ -17,5 +17,7 @@ int cmd_perplexity(int argc, char** argv);
 int cmd_bench(int argc, char** argv);
 // squeeze quantize: round-to-nearest conversion between llama.cpp's block types.
 int cmd_quantize(int argc, char** argv);
+// squeeze sparsify: activation-sparsity thresholds (cli/sparsify.cpp)
+int cmd_sparsify(int argc, char** argv);
 
 }  // namespace squeeze::cli

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
@@ -40,6 +41,49 @@ void ModelOptions::add_to(CLI::App& app) {
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
   app.add_option("-t,--threads", threads, "threads (default: all cores)")
       ->check(CLI::Range(0, 1024));
+  add_act_sparsity_option(app, act_sparsity);
+}
+
+void add_act_sparsity_option(CLI::App& app, std::optional<double>& level) {
+  app.add_option("--act-sparsity", level,
+                 "zero activations below the thresholds of this level (0..0.99) of the file's "
+                 "table, made by squeeze sparsify; decode then reads only the weights of the "
+                 "activations kept")
+      ->check(CLI::Range(0.0, 0.99));
+}
+
+std::unique_ptr<model::ActSparsity> enable_act_sparsity(const model::Model& m,
+                                                        std::optional<double> level,
+                                                        model::Context& ctx, ThreadPool& pool) {
+  if (!level) return nullptr;
+  auto policy = std::make_unique<model::ActSparsity>(m, *level, pool);
+  ctx.set_act_sparsity(policy.get());
+  std::fprintf(stderr, "act-sparsity: %s at level %.2f, column layouts %.1f MiB%s\n",
+               std::string(sparsity::method_name(policy->method())).c_str(), policy->level(),
+               policy->bytes() / 1048576.0,
+               policy->n_dense_fallback() > 0
+                   ? (", " + std::to_string(policy->n_dense_fallback()) +
+                      " matrices without a column layout run densely")
+                         .c_str()
+                   : "");
+  return policy;
+}
+
+std::string density_text(const model::Model& m, const model::ActSparsity& policy,
+                         const model::SparsityCounters& c) {
+  std::string out;
+  char buf[64];
+  const int sites = sparsity::n_sites(policy.method());
+  for (int s = 0; s < sites; ++s) {
+    std::snprintf(buf, sizeof buf, "%s%s %.3f", s ? " " : "",
+                  std::string(sparsity::site_name(policy.method(), s)).c_str(), c.density(s));
+    out += buf;
+  }
+  if (sites > 1) {
+    std::snprintf(buf, sizeof buf, " (weighted by weights %.3f)", c.weighted_density(m, policy.method()));
+    out += buf;
+  }
+  return out;
 }
 
 int ModelOptions::resolved_threads() const {
@@ -93,6 +137,33 @@ int guarded(const std::function<int()>& body) {
     std::cerr << "error: " << e.what() << "\n";
     return 1;
   }
+}
+
+namespace {
+
+// The one piece of global state: a signal handler can reach nothing else.
+std::atomic<bool> g_stop_requested{false};
+static_assert(std::atomic<bool>::is_always_lock_free, "the flag is set from a signal handler");
+
+extern "C" void request_stop(int) { g_stop_requested.store(true); }
+
+}  // namespace
+
+const std::atomic<bool>& stop_requested() { return g_stop_requested; }
+
+StopOnSignal::StopOnSignal() {
+  g_stop_requested.store(false);
+  struct sigaction sa {};
+  sa.sa_handler = request_stop;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  sigaction(SIGINT, &sa, &old_int_);
+  sigaction(SIGTERM, &sa, &old_term_);
+}
+
+StopOnSignal::~StopOnSignal() {
+  sigaction(SIGINT, &old_int_, nullptr);
+  sigaction(SIGTERM, &old_term_, nullptr);
 }
 
 }  // namespace squeeze::cli

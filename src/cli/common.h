@@ -1,13 +1,20 @@
 // Pieces shared by the subcommands: model lookup, common options, generation loop.
 #pragma once
 
+#include <signal.h>
+
 #include <CLI/CLI.hpp>
+#include <atomic>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "core/thread_pool.h"
+#include "model/act_sparsity.h"
+#include "model/context.h"
 #include "sample/sampler.h"
 
 namespace squeeze::cli {
@@ -23,9 +30,23 @@ struct ModelOptions {
   std::string model;
   int64_t n_ctx = 2048;
   int threads = 0;  // 0: all hardware threads
+  std::optional<double> act_sparsity;  // --act-sparsity: a level of the file's thresholds
   void add_to(CLI::App& app);
   int resolved_threads() const;
 };
+
+// Adds --act-sparsity to a command.
+void add_act_sparsity_option(CLI::App& app, std::optional<double>& level);
+
+// The activation-sparsity policy of `level` (nullptr when not given) for ctx, with one line on
+// stderr saying what runs. Throws UsageError when the file has no thresholds or no such level.
+std::unique_ptr<model::ActSparsity> enable_act_sparsity(const model::Model& m,
+                                                        std::optional<double> level,
+                                                        model::Context& ctx, ThreadPool& pool);
+
+// "attn_in 0.501 attn_out 0.498 ... (weighted 0.50)": the density each site reached.
+std::string density_text(const model::Model& m, const model::ActSparsity& policy,
+                         const model::SparsityCounters& c);
 
 struct SamplingOptions {
   sample::SamplerParams params;
@@ -40,5 +61,23 @@ std::optional<int> parse(CLI::App& app, int argc, char** argv);
 
 // Runs body and turns squeeze errors into one `error: ...` line and exit code 1.
 int guarded(const std::function<int()>& body);
+
+// Set by SIGINT / SIGTERM while a StopOnSignal is alive: long operations poll it and stop,
+// leaving no partial output.
+const std::atomic<bool>& stop_requested();
+
+// Routes SIGINT and SIGTERM to stop_requested() while alive (clearing it first), then restores
+// the previous handlers.
+class StopOnSignal {
+ public:
+  StopOnSignal();
+  ~StopOnSignal();
+  StopOnSignal(const StopOnSignal&) = delete;
+  StopOnSignal& operator=(const StopOnSignal&) = delete;
+
+ private:
+  struct sigaction old_int_ {};
+  struct sigaction old_term_ {};
+};
 
 }  // namespace squeeze::cli

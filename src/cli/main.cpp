@@ -20,7 +20,8 @@ constexpr Command kCommands[] = {
     {"inspect", squeeze::cli::cmd_inspect, "print a GGUF file's metadata and tensor table"},
     {"perplexity", squeeze::cli::cmd_perplexity, "perplexity, KL divergence, top-1 agreement"},
     {"bench", squeeze::cli::cmd_bench, "prompt and generation speed, GB/s and GFLOP/s"},
-    {"quantize", squeeze::cli::cmd_quantize, "convert a model between block formats (RTN)"},
+    {"quantize", squeeze::cli::cmd_quantize, "quantize a model (RTN, GPTQ; llama.cpp or squeeze types)"},
+    {"sparsify", squeeze::cli::cmd_sparsify, "calibrate activation-sparsity thresholds (TEAL, CATS)"},
 };
 
 void usage(std::ostream& os) {

@@ -113,6 +113,7 @@ int cmd_perplexity(int argc, char** argv) {
     }
     ThreadPool pool(mo.resolved_threads());
     model::Context ctx(*model, mo.n_ctx, pool, n_batch > 0 ? n_batch : mo.n_ctx);
+    const auto sparsity = enable_act_sparsity(*model, mo.act_sparsity, ctx, pool);
 
     const Timer tok_timer;
     const std::vector<int32_t> tokens =
@@ -171,6 +172,12 @@ int cmd_perplexity(int argc, char** argv) {
                 static_cast<long long>(plan.n_ctx), static_cast<long long>(r.nll.count),
                 r.seconds, scored_per_s, wall.seconds());
     if (writer) std::printf("saved logits to %s\n", save_path.c_str());
+    if (sparsity) {
+      std::printf("act-sparsity %s %.2f: density %s\n",
+                  std::string(sparsity::method_name(sparsity->method())).c_str(),
+                  sparsity->level(),
+                  density_text(*model, *sparsity, ctx.sparsity_counters()).c_str());
+    }
     return 0;
   });
 }

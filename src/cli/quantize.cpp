@@ -19,36 +19,6 @@ namespace squeeze::cli {
 
 namespace {
 
-// The one piece of global state: a signal handler can reach nothing else.
-std::atomic<bool> g_stop_requested{false};
-static_assert(std::atomic<bool>::is_always_lock_free, "the flag is set from a signal handler");
-
-extern "C" void request_stop(int) { g_stop_requested.store(true); }
-
-// Routes SIGINT and SIGTERM to the flag while alive, then restores the previous handlers.
-class StopOnSignal {
- public:
-  StopOnSignal() {
-    g_stop_requested.store(false);
-    struct sigaction sa {};
-    sa.sa_handler = request_stop;
-    sigemptyset(&sa.sa_mask);
-    sa.sa_flags = SA_RESTART;
-    sigaction(SIGINT, &sa, &old_int_);
-    sigaction(SIGTERM, &sa, &old_term_);
-  }
-  ~StopOnSignal() {
-    sigaction(SIGINT, &old_int_, nullptr);
-    sigaction(SIGTERM, &old_term_, nullptr);
-  }
-  StopOnSignal(const StopOnSignal&) = delete;
-  StopOnSignal& operator=(const StopOnSignal&) = delete;
-
- private:
-  struct sigaction old_int_ {};
-  struct sigaction old_term_ {};
-};
-
 std::string shape_text(const std::vector<int64_t>& shape) {
   std::string s = "[";
   for (size_t d = 0; d < shape.size(); ++d) s += (d ? ", " : "") + std::to_string(shape[d]);
@@ -143,7 +113,7 @@ int cmd_quantize(int argc, char** argv) {
       const gguf::File src = gguf::File::open(resolve_model_path(in));
       compress::ConvertOptions opts;
       opts.target = target.type;
-      opts.cancel = &g_stop_requested;
+      opts.cancel = &stop_requested();
       opts.on_tensor = print_progress;
       const Timer timer;
       compress::ConvertStats st;
@@ -182,7 +152,7 @@ int cmd_quantize(int argc, char** argv) {
     }
     qo.embd = compress::parse_type_choice(embd_type);
     qo.output = compress::parse_type_choice(output_type);
-    qo.cancel = &g_stop_requested;
+    qo.cancel = &stop_requested();
     const bool tty = isatty(STDERR_FILENO) != 0;
     bool transient_shown = false;
     qo.log = [&](const std::string& line, bool transient) {

@@ -52,12 +52,17 @@ int cmd_run(int argc, char** argv) {
 
     ThreadPool pool(mo.resolved_threads());
     model::Context ctx(*model, mo.n_ctx, pool);
+    const auto sparsity = enable_act_sparsity(*model, mo.act_sparsity, ctx, pool);
     sample::Sampler sampler(sp, static_cast<int32_t>(model->hparams().n_vocab));
     const GenerationStats st = generate(ctx, tok, sampler, ids, n_predict, [](std::string_view s) {
       std::cout << s << std::flush;
     });
     std::cout << std::endl;
     std::cerr << st.summary() << " | seed: " << sp.seed << " | threads: " << pool.size() << "\n";
+    if (sparsity) {
+      std::cerr << "act-sparsity density: "
+                << density_text(*model, *sparsity, ctx.sparsity_counters()) << "\n";
+    }
     return 0;
   });
 }

@@ -24,7 +24,8 @@ ForwardScratch::ForwardScratch(const HParams& hp, int64_t n_batch_)
       attn(n_batch_ * hp.n_head * hp.head_dim),
       gate(n_batch_ * hp.n_ff),
       up(n_batch_ * hp.n_ff),
-      proj(n_batch_ * hp.n_embd) {}
+      proj(n_batch_ * hp.n_embd),
+      idx(std::max({hp.n_embd, hp.n_ff, hp.n_head * hp.head_dim})) {}
 
 static int64_t checked_ctx(const HParams& hp, int64_t n_ctx) {
   if (n_ctx <= 0) throw UsageError("context size must be positive");

@@ -9,6 +9,7 @@
 
 #include "core/fp16.h"
 #include "core/thread_pool.h"
+#include "model/act_sparsity.h"
 #include "model/model.h"
 #include "ops/attention.h"
 #include "ops/matmul.h"
@@ -47,6 +48,12 @@ struct ForwardScratch {
   std::vector<float> proj;     // [n_batch, n_embd] output of wo / ffn_down
   ops::MatmulScratch mm;
   ops::AttentionScratch att;
+  // Activation sparsity: the policy (null: dense), indices of the kept activations of one
+  // token, kernel scratch, and counters of what was kept.
+  const ActSparsity* sparsity = nullptr;
+  std::vector<int32_t> idx;
+  ops::SparseScratch sparse;
+  SparsityCounters counters;
 };
 
 class Context {
@@ -72,6 +79,11 @@ class Context {
   void truncate(int64_t n);
 
   void set_callback(TensorCallback cb) { callback_ = std::move(cb); }
+  // Zeroes small activations by the policy's thresholds from now on (null: dense again). The
+  // policy must outlive the context's use of it.
+  void set_act_sparsity(const ActSparsity* policy) { s_.sparsity = policy; }
+  const SparsityCounters& sparsity_counters() const { return s_.counters; }
+  void reset_sparsity_counters() { s_.counters.reset(); }
   const Model& model() const { return model_; }
   size_t kv_bytes() const { return kv_.bytes(); }
 

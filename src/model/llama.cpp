@@ -1,5 +1,6 @@
 #include "model/llama.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -150,8 +151,40 @@ void forward_llama_layer(const Model& m, int64_t il, KvCache& kv, ForwardScratch
     ops::rms_norm(x + t * n_embd, L.attn_norm, n_embd, hp.rms_eps, s.xn.data() + t * n_embd);
   }
   cb("attn_norm", s.xn.data(), n, n_embd);
-  ops::matmul({{&L.wq, s.q.data(), n_q}, {&L.wk, s.k.data(), n_kv}, {&L.wv, s.v.data(), n_kv}},
-              s.xn.data(), n, n_embd, pool, s.mm);
+  const ActSparsity* sp = s.sparsity;
+  const SparseLayer* SL = sp != nullptr ? &sp->layer(il) : nullptr;
+  const bool teal = sp != nullptr && sp->method() == sparsity::Method::Teal;
+  // Zeroes the small entries of rows [0, n) of data at `site`; returns the kept count of the
+  // last row, whose indices are in s.idx (what one token's sparse products need).
+  auto sparsify = [&](float* data, int64_t width, int site) {
+    int64_t kept = 0, total = 0;
+    for (int64_t t = 0; t < n; ++t) {
+      kept = apply_threshold(data + t * width, width, SL->t[site], s.idx.data());
+      total += kept;
+    }
+    s.counters.kept[site] += static_cast<uint64_t>(total);
+    s.counters.seen[site] += static_cast<uint64_t>(n * width);
+    return kept;
+  };
+  // One token with a column layout: read only the kept inputs' weights; otherwise the dense
+  // product of the zeroed input (the same numbers, see tests/ops/sparse_gemv_test.cpp).
+  auto smm = [&](const ops::ColumnWeights& cw, const ops::WeightView& w, const float* xin,
+                 int64_t kept, float* y) {
+    if (n == 1 && cw.n_rows > 0) {
+      ops::sparse_gemv(cw, xin, s.idx.data(), kept, y, pool, s.sparse);
+    } else {
+      ops::matmul(w, xin, n, w.n_cols, y, w.n_rows, pool, s.mm);
+    }
+  };
+  if (teal) {
+    const int64_t kept = sparsify(s.xn.data(), n_embd, sparsity::kAttnIn);
+    smm(SL->wq, L.wq, s.xn.data(), kept, s.q.data());
+    smm(SL->wk, L.wk, s.xn.data(), kept, s.k.data());
+    smm(SL->wv, L.wv, s.xn.data(), kept, s.v.data());
+  } else {
+    ops::matmul({{&L.wq, s.q.data(), n_q}, {&L.wk, s.k.data(), n_kv}, {&L.wv, s.v.data(), n_kv}},
+                s.xn.data(), n, n_embd, pool, s.mm);
+  }
   for (int64_t t = 0; t < n; ++t) {
     rope.apply(s.q.data() + t * n_q, static_cast<int>(hp.n_head), static_cast<int>(hp.head_dim),
                pos0 + t);
@@ -169,7 +202,12 @@ void forward_llama_layer(const Model& m, int64_t il, KvCache& kv, ForwardScratch
   }
   ops::attention(shape, s.q.data(), n, pos0, kc, vc, s.attn.data(), pool, s.att);
   cb("kqv_out", s.attn.data(), n, n_q);
-  mm(L.wo, s.attn.data(), s.proj.data());
+  if (teal) {
+    const int64_t kept = sparsify(s.attn.data(), n_q, sparsity::kAttnOut);
+    smm(SL->wo, L.wo, s.attn.data(), kept, s.proj.data());
+  } else {
+    mm(L.wo, s.attn.data(), s.proj.data());
+  }
   cb("attn_out", s.proj.data(), n, n_embd);
   for (int64_t i = 0; i < n * n_embd; ++i) x[i] += s.proj[i];
   cb("ffn_inp", x, n, n_embd);
@@ -179,11 +217,54 @@ void forward_llama_layer(const Model& m, int64_t il, KvCache& kv, ForwardScratch
     ops::rms_norm(x + t * n_embd, L.ffn_norm, n_embd, hp.rms_eps, s.xn.data() + t * n_embd);
   }
   cb("ffn_norm", s.xn.data(), n, n_embd);
-  ops::matmul({{&L.ffn_gate, s.gate.data(), hp.n_ff}, {&L.ffn_up, s.up.data(), hp.n_ff}},
-              s.xn.data(), n, n_embd, pool, s.mm);
-  ops::swiglu(s.gate.data(), s.up.data(), n * hp.n_ff, s.gate.data());
-  cb("ffn_act", s.gate.data(), n, hp.n_ff);
-  mm(L.ffn_down, s.gate.data(), s.proj.data());
+  const int64_t n_ff = hp.n_ff;
+  if (teal) {
+    const int64_t kept = sparsify(s.xn.data(), n_embd, sparsity::kFfnIn);
+    smm(SL->gate, L.ffn_gate, s.xn.data(), kept, s.gate.data());
+    smm(SL->up, L.ffn_up, s.xn.data(), kept, s.up.data());
+    cb("ffn_gate", s.gate.data(), n, n_ff);
+    ops::swiglu(s.gate.data(), s.up.data(), n * n_ff, s.gate.data());
+    cb("ffn_act", s.gate.data(), n, n_ff);
+    const int64_t kept_act = sparsify(s.gate.data(), n_ff, sparsity::kFfnAct);
+    smm(SL->down, L.ffn_down, s.gate.data(), kept_act, s.proj.data());
+  } else if (sp != nullptr) {
+    // CATS: the gate is dense; neurons with |SiLU(gate)| < t are dropped, so their up rows and
+    // down columns are never read (one token) or multiply zeros (a batch).
+    mm(L.ffn_gate, s.xn.data(), s.gate.data());
+    cb("ffn_gate", s.gate.data(), n, n_ff);
+    const float t = SL->t[sparsity::kGateAct];
+    int64_t kept = 0, total = 0;
+    for (int64_t r = 0; r < n; ++r) {
+      const float* g = s.gate.data() + r * n_ff;
+      kept = 0;
+      for (int64_t i = 0; i < n_ff; ++i) {
+        if (!(std::fabs(silu_for_threshold(g[i])) < t)) s.idx[kept++] = static_cast<int32_t>(i);
+      }
+      total += kept;
+    }
+    s.counters.kept[sparsity::kGateAct] += static_cast<uint64_t>(total);
+    s.counters.seen[sparsity::kGateAct] += static_cast<uint64_t>(n * n_ff);
+    if (n == 1) {
+      std::fill(s.up.begin(), s.up.begin() + n_ff, 0.0f);
+      ops::matmul_rows(L.ffn_up, s.xn.data(), s.idx.data(), kept, s.up.data(), pool, s.mm);
+      ops::swiglu(s.gate.data(), s.up.data(), n_ff, s.gate.data());  // 0 where up is 0
+    } else {
+      mm(L.ffn_up, s.xn.data(), s.up.data());
+      for (int64_t i = 0; i < n * n_ff; ++i) {
+        if (std::fabs(silu_for_threshold(s.gate[i])) < t) s.up[i] = 0.0f;
+      }
+      ops::swiglu(s.gate.data(), s.up.data(), n * n_ff, s.gate.data());
+    }
+    cb("ffn_act", s.gate.data(), n, n_ff);
+    smm(SL->down, L.ffn_down, s.gate.data(), kept, s.proj.data());
+  } else {
+    ops::matmul({{&L.ffn_gate, s.gate.data(), n_ff}, {&L.ffn_up, s.up.data(), n_ff}},
+                s.xn.data(), n, n_embd, pool, s.mm);
+    cb("ffn_gate", s.gate.data(), n, n_ff);
+    ops::swiglu(s.gate.data(), s.up.data(), n * n_ff, s.gate.data());
+    cb("ffn_act", s.gate.data(), n, n_ff);
+    mm(L.ffn_down, s.gate.data(), s.proj.data());
+  }
   cb("ffn_out", s.proj.data(), n, n_embd);
   for (int64_t i = 0; i < n * n_embd; ++i) x[i] += s.proj[i];
   cb("l_out", x, n, n_embd);

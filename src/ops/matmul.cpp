@@ -116,6 +116,22 @@ void matmul(const WeightView& w, const float* x, int64_t n_tokens, int64_t x_str
   matmul({MatmulOut{&w, y, y_stride}}, x, n_tokens, x_stride, pool, scratch);
 }
 
+void matmul_rows(const WeightView& w, const float* x, const int32_t* rows, int64_t n_rows,
+                 float* y, ThreadPool& pool, MatmulScratch& scratch) {
+  if (n_rows <= 0) return;
+  const formats::DType xt = formats::format_info(w.type).vec_dot_type;
+  const uint8_t* xq = reinterpret_cast<const uint8_t*>(x);
+  if (xt != formats::DType::F32) {
+    scratch.quantized.resize(formats::row_bytes(xt, w.n_cols));
+    formats::kernels(xt).quantize_row(x, scratch.quantized.data(), w.n_cols);
+    xq = scratch.quantized.data();
+  }
+  const auto vec_dot = formats::kernels(w.type).vec_dot;
+  pool.parallel_for(n_rows, 64, [&](int64_t i0, int64_t i1, int) {
+    for (int64_t i = i0; i < i1; ++i) y[rows[i]] = vec_dot(w.n_cols, w.row(rows[i]), xq);
+  });
+}
+
 void dequantize_row(const WeightView& w, int64_t r, float* dst) {
   formats::kernels(w.type).dequantize_row(w.row(r), dst, w.n_cols);
 }

@@ -36,6 +36,12 @@ void matmul(const WeightView& w, const float* x, int64_t n_tokens, int64_t x_str
 void matmul(std::initializer_list<MatmulOut> outs, const float* x, int64_t n_tokens,
             int64_t x_stride, ThreadPool& pool, MatmulScratch& scratch);
 
+// One token, some rows: y[rows[i]] = sum_c W[rows[i], c] * x[c] for i < n_rows (the other
+// entries of y untouched), e.g. the up projection of the neurons CATS keeps. Same kernels and
+// activation conversion as matmul.
+void matmul_rows(const WeightView& w, const float* x, const int32_t* rows, int64_t n_rows,
+                 float* y, ThreadPool& pool, MatmulScratch& scratch);
+
 // Dequantizes row `r` of W into dst[0..W.n_cols).
 void dequantize_row(const WeightView& w, int64_t r, float* dst);
 

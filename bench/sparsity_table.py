@@ -1,0 +1,200 @@
+#!/usr/bin/env python3
+"""The activation-sparsity table of docs/SPARSITY.md.
+
+For each weight format (default: q8_0 and q4_0 files converted from the shipped Q4_1 model with
+`squeeze quantize --type`, and the Q4_1 file itself), and each method (teal, cats):
+  * `squeeze sparsify --sparsity 0.5,0.25,0.4,0.6` on valid.txt (its first 80%; the density
+    check on the held-back rest), which also reports the density of the union over a batch;
+  * quality with `squeeze perplexity --act-sparsity S --kl-divergence BASE` on wiki.test.raw,
+    ctx 512, the first --chunks chunks, against the dense base model's logits (the Q4_1 file),
+    for S = dense and each level: PPL, mean KLD, top-1 agreement and the density reached there;
+  * speed: tg128 (`squeeze bench -p 0 -n 128 -r REPS`) dense and at each level, and llama.cpp's
+    dense tg128 on the same file (llama-cpp-python, timed as bench/vs_llamacpp times it), all in
+    one loop of --rounds interleaved rounds; the figure is the median over rounds.
+Results are cached in bench/out/sparsity_table/results.json (delete entries to re-measure).
+
+  bench/sparsity_table.py [--formats q8_0 q4_0 q4_1] [--chunks 40] [--rounds 5] [--no-speed]
+"""
+
+import argparse
+import importlib.machinery
+import importlib.util
+import json
+import os
+import random
+import re
+import statistics
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+TEST = os.path.join(ROOT, "..", "shared", "data", "wikitext-2-raw", "wiki.test.raw")
+CALIB = os.path.join(ROOT, "..", "shared", "data", "wikitext-2", "valid.txt")
+BASE = os.path.join(ROOT, "models", "SmolLM2-135M-Instruct.Q4_1.gguf")
+LEVELS = [0.25, 0.4, 0.5, 0.6]
+METHODS = ["teal", "cats"]
+
+
+def load_vs_llamacpp():
+    path = os.path.join(HERE, "vs_llamacpp")
+    loader = importlib.machinery.SourceFileLoader("vs_llamacpp", path)
+    spec = importlib.util.spec_from_loader("vs_llamacpp", loader)
+    mod = importlib.util.module_from_spec(spec)
+    loader.exec_module(mod)
+    return mod
+
+
+def run(cmd):
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode != 0:
+        sys.exit(f"failed ({p.returncode}): {' '.join(cmd)}\n{p.stderr[-2000:]}")
+    return p
+
+
+def perplexity(sq, model, base_logits, chunks, level):
+    cmd = [sq, "perplexity", "-m", model, "-f", TEST, "--chunks", str(chunks),
+           "--kl-divergence", base_logits]
+    if level is not None:
+        cmd += ["--act-sparsity", str(level)]
+    out = run(cmd).stdout
+    r = {"ppl": float(re.search(r"PPL\(model\)\s+([\d.]+)", out).group(1)),
+         "kld": float(re.search(r"Mean KLD\s+([\d.]+)", out).group(1)),
+         "top1": float(re.search(r"Same top-1\s+([\d.]+)", out).group(1))}
+    m = re.search(r"density (.*)\(weighted by weights ([\d.]+)\)", out)
+    if m:
+        r["density"] = float(m.group(2))
+    else:
+        m = re.search(r"density gate_act ([\d.]+)", out)
+        r["density"] = float(m.group(1)) if m else 1.0
+    return r
+
+
+def tg128(sq, model, reps, level):
+    cmd = [sq, "bench", "-m", model, "-p", "0", "-n", "128", "-r", str(reps), "--json"]
+    if level is not None:
+        cmd += ["--act-sparsity", str(level)]
+    rep = json.loads(run(cmd).stdout)
+    return rep["results"][0]["avg_ts"]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--squeeze", default=os.path.join(ROOT, "build", "squeeze"))
+    ap.add_argument("--formats", nargs="*", default=["q8_0", "q4_0"])
+    ap.add_argument("--chunks", type=int, default=40)
+    ap.add_argument("--calib-samples", type=int, default=32)
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--no-speed", action="store_true")
+    ap.add_argument("--no-llamacpp", action="store_true", help="skip llama.cpp's tg128")
+    ap.add_argument("--llama-venv", default=None)
+    ap.add_argument("--out", default=os.path.join(ROOT, "bench", "out", "sparsity_table"))
+    a = ap.parse_args()
+    vs = load_vs_llamacpp()
+    if not a.no_speed and not a.no_llamacpp:
+        vs.reexec_into_venv(a.llama_venv or vs.default_venv())
+    sq = os.path.abspath(a.squeeze)
+    os.makedirs(a.out, exist_ok=True)
+    res_path = os.path.join(a.out, "results.json")
+    res = json.load(open(res_path)) if os.path.exists(res_path) else {}
+    save = lambda: json.dump(res, open(res_path, "w"), indent=1)
+
+    base_logits = os.path.join(a.out, f"base-{a.chunks}.logits")
+    if not os.path.exists(base_logits):
+        run([sq, "perplexity", "-m", BASE, "-f", TEST, "--chunks", str(a.chunks),
+             "--save-logits", base_logits])
+
+    files = {}
+    for fmt in a.formats:
+        src = os.path.join(a.out, f"{fmt}.gguf")
+        if fmt == "q4_1":
+            src = BASE
+        elif not os.path.exists(src):
+            run([sq, "quantize", "-m", BASE, "-o", src, "--type", fmt])
+        for method in METHODS:
+            f = os.path.join(a.out, f"{fmt}-{method}.gguf")
+            files[(fmt, method)] = f
+            key = f"sparsify/{fmt}/{method}"
+            if key not in res or not os.path.exists(f):
+                p = run([sq, "sparsify", "-m", src, "-o", f, "--method", method,
+                         "--sparsity", ",".join(str(s) for s in [0.5] + [l for l in LEVELS if l != 0.5]),
+                         "--calib-samples", str(a.calib_samples), "-t", str(a.threads)])
+                held = {float(m.group(1)): float(m.group(2)) for m in re.finditer(
+                    r"at sparsity ([\d.]+) \(target density [\d.]+\):.*?weighted by weights ([\d.]+)",
+                    p.stderr)}
+                if method == "cats":
+                    held = {float(m.group(1)): float(m.group(2)) for m in re.finditer(
+                        r"at sparsity ([\d.]+) \(target density [\d.]+\): gate_act ([\d.]+)", p.stderr)}
+                batch = {int(m.group(1)): float(m.group(2))
+                         for m in re.finditer(r"b=(\d+) ([\d.]+)", p.stderr)}
+                res[key] = {"heldout": held, "batch": batch}
+                save()
+                print(f"{key}: {res[key]}", file=sys.stderr, flush=True)
+            for level in [None] + LEVELS:
+                if level is None and method != METHODS[0]:
+                    continue  # dense once per format
+                qkey = f"quality/{fmt}/{method if level is not None else 'dense'}/{level}"
+                if qkey not in res:
+                    res[qkey] = perplexity(sq, f, base_logits, a.chunks, level)
+                    save()
+                    print(f"{qkey}: {res[qkey]}", file=sys.stderr, flush=True)
+
+    if not a.no_speed:
+        llama = {}
+        if not a.no_llamacpp:
+            import llama_cpp
+            res["llama_cpp_build"] = vs.llama_build_info(llama_cpp)
+        samples = {}
+        for rnd in range(a.rounds):
+            for fmt in a.formats:
+                f = files[(fmt, METHODS[0])]
+                if not a.no_llamacpp:
+                    if fmt not in llama:
+                        llama[fmt] = vs.LlamaSide(llama_cpp, f, 256, 256, a.threads)
+                    t = llama[fmt].run([("tg", 128)], a.reps, 1234 + rnd)["tg128"]
+                    samples.setdefault(f"{fmt}/llama.cpp", []).append(t)
+                samples.setdefault(f"{fmt}/dense", []).append(tg128(sq, f, a.reps, None))
+                for method in METHODS:
+                    for level in LEVELS:
+                        samples.setdefault(f"{fmt}/{method}/{level}", []).append(
+                            tg128(sq, files[(fmt, method)], a.reps, level))
+            print(f"speed round {rnd + 1}/{a.rounds}", file=sys.stderr, flush=True)
+        res["tg128"] = {k: statistics.median(v) for k, v in samples.items()}
+        res["tg128_samples"] = samples
+        save()
+
+    tg = res.get("tg128", {})
+    for fmt in a.formats:
+        dense_q = res[f"quality/{fmt}/dense/None"]
+        d_tg, l_tg = tg.get(f"{fmt}/dense"), tg.get(f"{fmt}/llama.cpp")
+        f1 = lambda v, p=1: "-" if v is None else f"{v:.{p}f}"
+        print(f"\n{fmt} (llama.cpp dense tg128 {f1(l_tg, 0)} t/s)\n")
+        print("| method | target sparsity | density (held-back valid) | density (test) | PPL | "
+              "mean KLD | top-1 % | tg128 t/s | vs dense squeeze | vs dense llama.cpp |")
+        print("|---|---|---|---|---|---|---|---|---|---|")
+        print(f"| dense | 0 | 1 | 1 | {dense_q['ppl']:.3f} | {dense_q['kld']:.4f} | "
+              f"{dense_q['top1']:.2f} | {f1(d_tg, 0)} | 1.00x | "
+              f"{'-' if not (d_tg and l_tg) else f'{d_tg / l_tg:.2f}x'} |")
+        for method in METHODS:
+            sp = res[f"sparsify/{fmt}/{method}"]
+            for level in LEVELS:
+                q = res[f"quality/{fmt}/{method}/{level}"]
+                t = tg.get(f"{fmt}/{method}/{level}")
+                held = sp["heldout"].get(str(level), sp["heldout"].get(level))
+                print(f"| {method} | {level} | {f1(held, 3)} | {q['density']:.3f} | {q['ppl']:.3f} | "
+                      f"{q['kld']:.4f} | {q['top1']:.2f} | {f1(t, 0)} | "
+                      f"{'-' if not (t and d_tg) else f'{t / d_tg:.2f}x'} | "
+                      f"{'-' if not (t and l_tg) else f'{t / l_tg:.2f}x'} |")
+        print("\ndensity of the union over a batch of b tokens at sparsity 0.5 (held-back valid):\n")
+        bs = sorted({int(b) for m in METHODS for b in res[f"sparsify/{fmt}/{m}"]["batch"]})
+        print("| method | " + " | ".join(f"b={b}" for b in bs) + " |")
+        print("|---|" + "---|" * len(bs))
+        for method in METHODS:
+            bd = res[f"sparsify/{fmt}/{method}"]["batch"]
+            print(f"| {method} | " + " | ".join(f1(bd.get(str(b), bd.get(b)), 3) for b in bs) + " |")
+
+
+if __name__ == "__main__":
+    main()

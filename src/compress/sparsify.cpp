@@ -1,0 +1,308 @@
+#include "compress/sparsify.h"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <vector>
+
+#include "compress/calib.h"
+#include "compress/output.h"
+#include "core/error.h"
+#include "model/act_sparsity.h"
+#include "model/context.h"
+#include "sparsity/histogram.h"
+
+namespace squeeze::compress {
+
+namespace {
+
+using sparsity::Method;
+
+// The site a named intermediate feeds, or -1.
+int site_of(Method method, std::string_view name) {
+  if (method == Method::Cats) return name == "ffn_gate" ? sparsity::kGateAct : -1;
+  if (name == "attn_norm") return sparsity::kAttnIn;
+  if (name == "kqv_out") return sparsity::kAttnOut;
+  if (name == "ffn_norm") return sparsity::kFfnIn;
+  if (name == "ffn_act") return sparsity::kFfnAct;
+  return -1;
+}
+
+void check_options(const SparsifyOptions& o) {
+  if (o.levels.empty()) throw UsageError("no --sparsity level given");
+  for (size_t i = 0; i < o.levels.size(); ++i) {
+    const double s = o.levels[i];
+    if (!(s >= 0 && s <= 0.99)) throw UsageError("--sparsity levels must be within 0 .. 0.99");
+    if (std::fabs(s * 100 - std::round(s * 100)) > 1e-6) {
+      throw UsageError("--sparsity levels must be multiples of 0.01 (the table's levels)");
+    }
+    for (size_t j = 0; j < i; ++j) {
+      if (std::round(o.levels[j] * 100) == std::round(s * 100)) {
+        throw UsageError("--sparsity level " + std::to_string(s) + " given twice");
+      }
+    }
+  }
+  if (o.refine_passes < 0) throw UsageError("--refine-passes must not be negative");
+  if (o.n_samples <= 0 || o.heldout_samples <= 0) {
+    throw UsageError("the numbers of calibration and held-back samples must be positive");
+  }
+  if (o.ctx < 2) throw UsageError("the calibration context must be at least 2 tokens");
+  if (!(o.calib_fraction > 0 && o.calib_fraction < 1)) {
+    throw UsageError("the calibration fraction must be within (0, 1)");
+  }
+}
+
+}  // namespace
+
+SparsifyResult calibrate_sparsity(const model::Model& m, const tokenizer::Tokenizer& tok,
+                                  const std::string& text, const SparsifyOptions& opts,
+                                  ThreadPool& pool) {
+  check_options(opts);
+  const model::HParams& hp = m.hparams();
+  if (opts.ctx > hp.n_ctx_train) {
+    throw UsageError("the calibration context " + std::to_string(opts.ctx) + " exceeds the model's " +
+                     std::to_string(hp.n_ctx_train) + " tokens");
+  }
+  // Thresholds from the head of the text, the density check on its tail.
+  size_t cut = static_cast<size_t>(static_cast<double>(text.size()) * opts.calib_fraction);
+  cut = std::min(text.size(), text.find('\n', cut) == std::string::npos ? text.size()
+                                                                          : text.find('\n', cut) + 1);
+  const std::string head = text.substr(0, cut), tail = text.substr(cut);
+  if (tail.empty()) throw UsageError("the calibration text is too short to hold back a part");
+  const CalibSamples calib = sample_calibration_text(head, tok, opts.n_samples, opts.ctx, opts.seed);
+  const CalibSamples held =
+      sample_calibration_text(tail, tok, opts.heldout_samples, opts.ctx, opts.seed + 1);
+
+  const Method method = opts.method;
+  const int sites = sparsity::n_sites(method);
+  const Interrupted interrupted("interrupted; no output written");
+  const size_t n_hist = static_cast<size_t>(hp.n_layer * sites);
+  auto hist = std::make_unique<sparsity::AbsHistogram[]>(n_hist);
+  std::vector<float> silu;
+  model::Context ctx(m, opts.ctx, pool, opts.ctx);
+  // Histograms of what every site sees before its threshold.
+  ctx.set_callback([&](std::string_view name, int layer, const float* data, int64_t rows,
+                       int64_t width) {
+    const int site = site_of(method, name);
+    if (site < 0 || layer < 0) return;
+    sparsity::AbsHistogram& h = hist[static_cast<size_t>(layer) * sites + site];
+    if (method == Method::Cats) {  // the threshold applies to SiLU(gate)
+      silu.resize(static_cast<size_t>(rows * width));
+      for (int64_t i = 0; i < rows * width; ++i) silu[i] = model::silu_for_threshold(data[i]);
+      h.add(silu.data(), rows * width);
+    } else {
+      h.add(data, rows * width);
+    }
+  });
+  auto run_all = [&](const CalibSamples& set, const std::string& stage) {
+    for (size_t i = 0; i < set.samples.size(); ++i) {
+      if (cancelled(opts.cancel)) throw interrupted;
+      ctx.reset();
+      const auto& sample = set.samples[i];
+      ctx.decode_from(sample, static_cast<int64_t>(sample.size()));
+      if (opts.progress) {
+        opts.progress(stage, static_cast<int64_t>(i + 1), static_cast<int64_t>(set.samples.size()));
+      }
+    }
+  };
+  run_all(calib, "calibrating");
+
+  SparsifyResult r;
+  r.text_hash = calib.text_hash;
+  r.calib_tokens = opts.n_samples * opts.ctx;
+  sparsity::ThresholdTable& t = r.table;
+  t.method = method;
+  t.n_layer = hp.n_layer;
+  t.levels = sparsity::standard_levels();
+  t.default_level = static_cast<float>(std::round(opts.levels[0] * 100) / 100);
+  t.thresholds.resize(n_hist * t.levels.size());
+  for (int64_t il = 0; il < hp.n_layer; ++il) {
+    for (int s = 0; s < sites; ++s) {
+      for (size_t k = 0; k < t.levels.size(); ++k) {
+        t.at(il, s, k) = hist[static_cast<size_t>(il) * sites + s].quantile(t.levels[k]);
+      }
+    }
+  }
+
+  // Refinement: each asked level's thresholds from a run sparsified at that level.
+  const std::vector<float> dense = t.thresholds;
+  std::vector<size_t> refined;
+  for (const double level : opts.levels) {
+    const size_t k = t.level_index(level);
+    for (int pass = 0; pass < opts.refine_passes && t.levels[k] > 0; ++pass) {
+      for (size_t h = 0; h < n_hist; ++h) hist[h] = sparsity::AbsHistogram();
+      const model::ActSparsity policy(m, t, t.levels[k], pool);
+      ctx.set_act_sparsity(&policy);
+      char stage[64];
+      std::snprintf(stage, sizeof stage, "refining %.2f", t.levels[k]);
+      run_all(calib, stage);
+      ctx.set_act_sparsity(nullptr);
+      for (int64_t il = 0; il < hp.n_layer; ++il) {
+        for (int s = 0; s < sites; ++s) {
+          t.at(il, s, k) = hist[static_cast<size_t>(il) * sites + s].quantile(t.levels[k]);
+        }
+      }
+    }
+    if (opts.refine_passes > 0 && t.levels[k] > 0) refined.push_back(k);
+  }
+  ctx.set_callback(nullptr);
+  // The other levels get the correction of their refined neighbours: the ratio refined / dense
+  // interpolated linearly in the level (1 at level 0, the last ratio above the last refined
+  // level), so the table stays one consistent, increasing family of thresholds.
+  std::sort(refined.begin(), refined.end());
+  if (!refined.empty()) {
+    for (size_t h = 0; h < n_hist; ++h) {
+      const size_t at = h * t.levels.size();
+      auto ratio = [&](size_t k) {
+        return dense[at + k] > 0 ? t.thresholds[at + k] / dense[at + k] : 1.0f;
+      };
+      for (size_t k = 1; k < t.levels.size(); ++k) {
+        if (std::binary_search(refined.begin(), refined.end(), k)) continue;
+        const auto hi = std::lower_bound(refined.begin(), refined.end(), k);
+        float f;
+        if (hi == refined.end()) {
+          f = ratio(refined.back());
+        } else {
+          const size_t k1 = *hi;
+          const size_t k0 = hi == refined.begin() ? 0 : *(hi - 1);
+          const float r0 = k0 == 0 ? 1.0f : ratio(k0), r1 = ratio(k1);
+          const float w = static_cast<float>(k - k0) / static_cast<float>(k1 - k0);
+          f = r0 + w * (r1 - r0);
+        }
+        t.thresholds[at + k] = dense[at + k] * f;
+      }
+    }
+  }
+
+  // The density the thresholds reach on text they never saw, all sites sparsified at once;
+  // at the default level also which activations each token keeps (bit masks), for the union
+  // over a batch.
+  const int64_t n_held = opts.heldout_samples * opts.ctx;
+  std::vector<std::vector<uint64_t>> masks(n_hist);  // [layer, site] -> [token][words]
+  std::vector<int64_t> widths(n_hist, 0);
+  int64_t sample_index = 0;
+  for (size_t li = 0; li < opts.levels.size(); ++li) {
+    const model::ActSparsity policy(m, t, opts.levels[li], pool);
+    if (li == 0) {
+      ctx.set_callback([&](std::string_view name, int layer, const float* data, int64_t rows,
+                           int64_t width) {
+        const int site = site_of(method, name);
+        if (site < 0 || layer < 0) return;
+        const size_t h = static_cast<size_t>(layer) * sites + site;
+        const int64_t words = (width + 63) / 64;
+        if (widths[h] == 0) {
+          widths[h] = width;
+          masks[h].assign(static_cast<size_t>(n_held * words), 0);
+        }
+        const float th = policy.layer(layer).t[site];
+        for (int64_t p = 0; p < rows; ++p) {
+          uint64_t* bits = masks[h].data() + (sample_index * opts.ctx + p) * words;
+          for (int64_t i = 0; i < width; ++i) {
+            const float v = data[p * width + i];
+            const float a = method == Method::Cats ? model::silu_for_threshold(v) : v;
+            if (!(std::fabs(a) < th)) bits[i / 64] |= uint64_t{1} << (i % 64);
+          }
+        }
+      });
+    }
+    ctx.set_act_sparsity(&policy);
+    ctx.reset_sparsity_counters();
+    char stage[64];
+    std::snprintf(stage, sizeof stage, "held-back check %.2f", policy.level());
+    for (size_t i = 0; i < held.samples.size(); ++i) {
+      if (cancelled(opts.cancel)) throw interrupted;
+      sample_index = static_cast<int64_t>(i);
+      ctx.reset();
+      const auto& sample = held.samples[i];
+      ctx.decode_from(sample, static_cast<int64_t>(sample.size()));
+      if (opts.progress) {
+        opts.progress(stage, static_cast<int64_t>(i + 1), static_cast<int64_t>(held.samples.size()));
+      }
+    }
+    ctx.set_callback(nullptr);
+    ctx.set_act_sparsity(nullptr);
+    const model::SparsityCounters& c = ctx.sparsity_counters();
+    std::array<double, sparsity::kTealSites> d{};
+    for (int s = 0; s < sites; ++s) d[s] = c.density(s);
+    r.heldout_density.push_back(d);
+    r.heldout_weighted_density.push_back(c.weighted_density(m, method));
+  }
+  r.heldout_tokens = n_held;
+
+  // Union density over batches of b tokens: token k of the order (position, window) so that a
+  // batch holds different windows at one position first, as sequences decoding side by side.
+  std::vector<int64_t> order;
+  for (int64_t p = 0; p < opts.ctx; ++p) {
+    for (int64_t w = 0; w < opts.heldout_samples; ++w) order.push_back(w * opts.ctx + p);
+  }
+  std::vector<uint64_t> acc;
+  for (int64_t b = 1; b <= std::min<int64_t>(64, n_held); b *= 2) {
+    std::array<double, sparsity::kTealSites> d{};
+    const int64_t n_batches = n_held / b;
+    for (int s = 0; s < sites; ++s) {
+      double sum = 0;
+      int64_t n = 0;
+      for (int64_t il = 0; il < hp.n_layer; ++il) {
+        const size_t h = static_cast<size_t>(il) * sites + s;
+        const int64_t width = widths[h], words = (width + 63) / 64;
+        if (width == 0) continue;
+        for (int64_t g = 0; g < n_batches; ++g) {
+          acc.assign(static_cast<size_t>(words), 0);
+          for (int64_t j = 0; j < b; ++j) {
+            const uint64_t* bits = masks[h].data() + order[g * b + j] * words;
+            for (int64_t k = 0; k < words; ++k) acc[k] |= bits[k];
+          }
+          int64_t ones = 0;
+          for (uint64_t v : acc) ones += std::popcount(v);
+          sum += static_cast<double>(ones) / static_cast<double>(width);
+          ++n;
+        }
+      }
+      d[s] = n ? sum / static_cast<double>(n) : 0.0;
+    }
+    r.batch_sizes.push_back(b);
+    r.batch_density.push_back(d);
+    r.batch_weighted_density.push_back(model::weighted_density(m, method, d));
+  }
+  return r;
+}
+
+void write_sparsified(const gguf::File& src, const SparsifyResult& r, const SparsifyOptions& opts,
+                      const std::string& calib_file, const std::string& out_path,
+                      const std::atomic<bool>* cancel) {
+  gguf::Writer w(src.alignment());
+  std::vector<std::string> own;  // keys this command writes: a re-sparsified file replaces them
+  for (const auto& kv : src.metadata()) {
+    if (kv.key.rfind("squeeze.sparsity.", 0) == 0) own.push_back(kv.key);
+  }
+  std::vector<std::string_view> skip(own.begin(), own.end());
+  w.copy_metadata(src, skip);
+  r.table.write(w);
+  const std::string base = calib_file.substr(calib_file.find_last_of('/') + 1);
+  w.add_string("squeeze.sparsity.calib.file", base);
+  w.add_string("squeeze.sparsity.calib.text_hash", r.text_hash);
+  w.add_uint32("squeeze.sparsity.calib.samples", static_cast<uint32_t>(opts.n_samples));
+  w.add_uint32("squeeze.sparsity.calib.ctx", static_cast<uint32_t>(opts.ctx));
+  w.add_uint64("squeeze.sparsity.calib.seed", opts.seed);
+  // Per asked level: the level, then the density of each site on held-back text.
+  std::vector<float> levels, dens;
+  for (size_t i = 0; i < opts.levels.size(); ++i) {
+    levels.push_back(static_cast<float>(std::round(opts.levels[i] * 100) / 100));
+    for (int s = 0; s < r.table.sites(); ++s) {
+      dens.push_back(static_cast<float>(r.heldout_density[i][s]));
+    }
+  }
+  w.add_float32_array("squeeze.sparsity.refined_levels", levels);
+  w.add_uint32("squeeze.sparsity.refine_passes", static_cast<uint32_t>(opts.refine_passes));
+  w.add_float32_array("squeeze.sparsity.heldout_density", dens);
+  w.add_uint32("squeeze.sparsity.heldout_tokens", static_cast<uint32_t>(r.heldout_tokens));
+  for (const gguf::TensorInfo& t : src.tensors()) {
+    if (cancelled(cancel)) throw Interrupted("interrupted; no output written");
+    w.add_tensor(t.name, t.type, t.shape, {static_cast<const uint8_t*>(t.data), t.n_bytes});
+  }
+  write_output(w, out_path, cancel);
+}
+
+}  // namespace squeeze::compress

@@ -1,0 +1,118 @@
+#include "model/act_sparsity.h"
+
+#include <string>
+
+#include "core/error.h"
+
+namespace squeeze::model {
+
+namespace {
+
+// The column layout of w, or an empty one (dense fallback) where the format has none.
+ops::ColumnWeights columns_or_empty(const ops::WeightView& w, int64_t& n_fallback) {
+  if (ops::column_layout_supported(w.type) && w.n_rows % 32 == 0) return ops::to_column_layout(w);
+  ++n_fallback;
+  return {};
+}
+
+}  // namespace
+
+namespace {
+
+sparsity::ThresholdTable table_of(const Model& m) {
+  auto table = sparsity::ThresholdTable::read(m.file());
+  if (!table) {
+    throw UsageError(m.file().path() +
+                     " has no activation-sparsity thresholds (make them with squeeze sparsify)");
+  }
+  return std::move(*table);
+}
+
+}  // namespace
+
+ActSparsity::ActSparsity(const Model& m, double target, ThreadPool& pool)
+    : ActSparsity(m, table_of(m), target, pool) {}
+
+ActSparsity::ActSparsity(const Model& m, sparsity::ThresholdTable table, double target,
+                         ThreadPool& pool)
+    : table_(std::move(table)) {
+  const HParams& hp = m.hparams();
+  if (table_.n_layer != hp.n_layer) {
+    throw FormatError(m.file().path() + ": the sparsity table has " +
+                      std::to_string(table_.n_layer) + " layers, the model " +
+                      std::to_string(hp.n_layer));
+  }
+  const size_t li = table_.level_index(target);
+  level_ = table_.levels[li];
+  layers_.resize(hp.n_layer);
+  // Each layer's re-layout is independent: one per thread.
+  std::vector<int64_t> fallbacks(hp.n_layer, 0);
+  pool.parallel_for(hp.n_layer, 1, [&](int64_t l0, int64_t l1, int) {
+    for (int64_t il = l0; il < l1; ++il) {
+      SparseLayer& S = layers_[il];
+      const LayerWeights& L = m.layers[il];
+      for (int s = 0; s < table_.sites(); ++s) S.t[s] = table_.at(il, s, li);
+      int64_t& fb = fallbacks[il];
+      if (table_.method == sparsity::Method::Teal) {
+        S.wq = columns_or_empty(L.wq, fb);
+        S.wk = columns_or_empty(L.wk, fb);
+        S.wv = columns_or_empty(L.wv, fb);
+        S.wo = columns_or_empty(L.wo, fb);
+        S.gate = columns_or_empty(L.ffn_gate, fb);
+        S.up = columns_or_empty(L.ffn_up, fb);
+      }
+      S.down = columns_or_empty(L.ffn_down, fb);
+    }
+  });
+  for (int64_t f : fallbacks) n_dense_fallback_ += f;
+}
+
+size_t ActSparsity::bytes() const {
+  size_t b = 0;
+  for (const SparseLayer& S : layers_) {
+    for (const ops::ColumnWeights* w : {&S.wq, &S.wk, &S.wv, &S.wo, &S.gate, &S.up, &S.down}) {
+      b += w->bytes();
+    }
+  }
+  return b;
+}
+
+double SparsityCounters::density(int site) const {
+  return seen[site] == 0 ? 0.0 : static_cast<double>(kept[site]) / static_cast<double>(seen[site]);
+}
+
+double weighted_density(const Model& m, sparsity::Method method,
+                        const std::array<double, sparsity::kTealSites>& density) {
+  if (method == sparsity::Method::Cats) return density[sparsity::kGateAct];
+  const HParams& hp = m.hparams();
+  const double n_q = static_cast<double>(hp.n_head * hp.head_dim);
+  const double n_kv = static_cast<double>(hp.n_head_kv * hp.head_dim);
+  const double e = static_cast<double>(hp.n_embd), ff = static_cast<double>(hp.n_ff);
+  const double w[sparsity::kTealSites] = {e * (n_q + 2 * n_kv), n_q * e, 2 * e * ff, ff * e};
+  double num = 0, den = 0;
+  for (int s = 0; s < sparsity::kTealSites; ++s) {
+    num += w[s] * density[s];
+    den += w[s];
+  }
+  return num / den;
+}
+
+double SparsityCounters::weighted_density(const Model& m, sparsity::Method method) const {
+  std::array<double, sparsity::kTealSites> d{};
+  for (int s = 0; s < sparsity::kTealSites; ++s) d[s] = density(s);
+  return model::weighted_density(m, method, d);
+}
+
+int64_t apply_threshold(float* x, int64_t n, float t, int32_t* idx) {
+  int64_t k = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    if (std::fabs(x[i]) < t) {
+      x[i] = 0.0f;
+    } else {
+      idx[k++] = static_cast<int32_t>(i);
+    }
+  }
+  return k;
+}
+
+}  // namespace squeeze::model

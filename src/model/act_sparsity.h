@@ -1,0 +1,75 @@
+// Activation sparsity at run time (TEAL, CATS): the thresholds of one target level, read from
+// the file's table (sparsity/thresholds.h), and the column layouts (ops/sparse_gemv.h) of the
+// matrices whose inputs become sparse, so that decoding one token reads only the weights of the
+// activations that survive. Built once per model and shared, like the model; the per-sequence
+// counters live in the context's scratch.
+#pragma once
+
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "core/thread_pool.h"
+#include "model/model.h"
+#include "ops/sparse_gemv.h"
+#include "sparsity/thresholds.h"
+
+namespace squeeze::model {
+
+struct SparseLayer {
+  std::array<float, sparsity::kTealSites> t{};  // per site of the method, at the chosen level
+  // Column layouts of the matrices read with a sparse input (empty where unused, or where the
+  // weight format has none: those run densely on the zeroed input).
+  ops::ColumnWeights wq, wk, wv, wo, gate, up, down;
+};
+
+class ActSparsity {
+ public:
+  // The file's thresholds at level `target` (a level of its table; 0 is allowed and means no
+  // zeroing but the same code path). Throws UsageError when the file has no table or no such
+  // level, FormatError when the table does not fit the model.
+  ActSparsity(const Model& m, double target, ThreadPool& pool);
+  // The same from a table not (yet) in the file, e.g. while calibrating.
+  ActSparsity(const Model& m, sparsity::ThresholdTable table, double target, ThreadPool& pool);
+
+  sparsity::Method method() const { return table_.method; }
+  double level() const { return level_; }
+  const SparseLayer& layer(int64_t il) const { return layers_[il]; }
+  // Bytes held by the column layouts (on top of the mapped file).
+  size_t bytes() const;
+  // Matrices that run densely at decode because their format has no column layout.
+  int64_t n_dense_fallback() const { return n_dense_fallback_; }
+
+ private:
+  sparsity::ThresholdTable table_;
+  double level_;
+  std::vector<SparseLayer> layers_;
+  int64_t n_dense_fallback_ = 0;
+};
+
+// Counts of activations kept and seen per site, for reporting the achieved density.
+struct SparsityCounters {
+  std::array<uint64_t, sparsity::kTealSites> kept{};
+  std::array<uint64_t, sparsity::kTealSites> seen{};
+  void reset() { kept.fill(0); seen.fill(0); }
+  // Kept / seen at one site (0 when nothing was seen).
+  double density(int site) const;
+  // Over all sites, weighted by the weights each site's activations multiply (per `m`).
+  double weighted_density(const Model& m, sparsity::Method method) const;
+};
+
+// The density of the weights read when the sites keep `density` (per site, method's order):
+// each site weighted by the weights its activations multiply (q/k/v, o, gate/up, down for
+// TEAL; CATS's one site is its density).
+double weighted_density(const Model& m, sparsity::Method method,
+                        const std::array<double, sparsity::kTealSites>& density);
+
+// Zeroes x[i] with |x[i]| < t, writes the indices of the others (ascending) to idx and returns
+// their count.
+int64_t apply_threshold(float* x, int64_t n, float t, int32_t* idx);
+
+// SiLU as the threshold sees it (x / (1 + e^-x)); CATS compares |silu(gate)| with t.
+inline float silu_for_threshold(float x) { return x / (1.0f + std::exp(-x)); }
+
+}  // namespace squeeze::model

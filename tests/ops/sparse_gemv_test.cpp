@@ -1,0 +1,339 @@
+// Sparse matrix-vector products (ops/sparse_gemv.h): the column layout against the row-major
+// weights it came from, the scalar kernel against a double-precision sum, the AVX2 kernel
+// against the scalar one, and both against the dense product ops::matmul.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "formats/blocks.h"
+#include "ops/matmul.h"
+#include "ops/sparse_gemv.h"
+#include "random.h"
+
+namespace squeeze::ops {
+namespace {
+
+using formats::DType;
+using testing::randn;
+
+constexpr int64_t kRowCounts[] = {32, 192, 576, 1536};
+constexpr int64_t kColCounts[] = {64, 576, 1536};
+constexpr double kDensities[] = {0.0, 0.1, 0.5, 1.0};
+
+// A row-major matrix quantized with its format's quantize_row, its decoded values and its
+// column layout.
+struct Matrix {
+  DType type;
+  int64_t n_rows, n_cols;
+  std::vector<uint8_t> bytes;  // [n_rows, row_bytes]
+  WeightView view;
+  std::vector<float> w;        // [n_rows, n_cols] decoded
+  ColumnWeights columns;
+};
+
+Matrix make_matrix(DType type, int64_t n_rows, int64_t n_cols, uint32_t seed) {
+  Matrix m{type, n_rows, n_cols, {}, {}, {}, {}};
+  const auto& k = formats::kernels(type, Isa::Scalar);
+  const size_t rb = formats::row_bytes(type, n_cols);
+  // Rows of different magnitudes, and a positive offset in some, so Q4_1's mins matter.
+  auto wf = randn(static_cast<size_t>(n_rows * n_cols), seed, 0.05f);
+  for (int64_t r = 0; r < n_rows; ++r) {
+    for (int64_t c = 0; c < n_cols; ++c) {
+      float& v = wf[r * n_cols + c];
+      v = v * static_cast<float>(1 + r % 3) + (r % 5 == 0 ? 0.03f : 0.0f);
+    }
+  }
+  m.bytes.resize(rb * n_rows);
+  for (int64_t r = 0; r < n_rows; ++r) {
+    k.quantize_row(wf.data() + r * n_cols, m.bytes.data() + r * rb, n_cols);
+  }
+  m.view = WeightView{type, n_cols, n_rows, rb, m.bytes.data()};
+  m.w.resize(n_rows * n_cols);
+  for (int64_t r = 0; r < n_rows; ++r) {
+    k.dequantize_row(m.view.row(r), m.w.data() + r * n_cols, n_cols);
+  }
+  m.columns = to_column_layout(m.view);
+  return m;
+}
+
+// Random activations with round((1 - density) * n) of them set to exact zeros (some -0.0).
+std::vector<float> sparse_x(int64_t n, double density, uint32_t seed) {
+  auto x = randn(static_cast<size_t>(n), seed);
+  std::vector<int64_t> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  std::mt19937 rng(seed + 1);
+  std::shuffle(order.begin(), order.end(), rng);
+  const auto n_zero = static_cast<int64_t>(std::llround((1.0 - density) * static_cast<double>(n)));
+  for (int64_t i = 0; i < n_zero; ++i) x[order[i]] = i % 7 == 0 ? -0.0f : 0.0f;
+  return x;
+}
+
+std::vector<int32_t> active_of(const std::vector<float>& x) {
+  std::vector<int32_t> idx(x.size());
+  idx.resize(nonzero_indices_scalar(x.data(), static_cast<int64_t>(x.size()), idx.data()));
+  return idx;
+}
+
+// The magnitude float rounding is measured against: max_c |W[r, c]| * sum_c |x[c]|.
+std::vector<double> magnitudes(const Matrix& m, const std::vector<float>& x) {
+  double sx = 0;
+  for (float v : x) sx += std::fabs(v);
+  std::vector<double> mag(m.n_rows);
+  for (int64_t r = 0; r < m.n_rows; ++r) {
+    double wmax = 0;
+    for (int64_t c = 0; c < m.n_cols; ++c) {
+      wmax = std::max(wmax, double(std::fabs(m.w[r * m.n_cols + c])));
+    }
+    mag[r] = wmax * sx;
+  }
+  return mag;
+}
+
+std::vector<float> run(SparseGemvFn fn, const Matrix& m, const std::vector<float>& x,
+                       const std::vector<int32_t>& idx) {
+  std::vector<float> y(m.n_rows), scratch(m.n_rows);
+  fn(m.columns, x.data(), idx.data(), static_cast<int64_t>(idx.size()), 0, m.n_rows, y.data(),
+     scratch.data());
+  return y;
+}
+
+std::string name_of(DType t) { return std::string(formats::format_info(t).name); }
+
+class SparseGemvTest : public ::testing::TestWithParam<DType> {
+ protected:
+  // Calls body(matrix, x, idx) on every shape and density.
+  template <typename F>
+  void for_each_case(F&& body) {
+    uint32_t seed = 100;
+    for (int64_t n_rows : kRowCounts) {
+      for (int64_t n_cols : kColCounts) {
+        const Matrix m = make_matrix(GetParam(), n_rows, n_cols, ++seed);
+        for (double density : kDensities) {
+          SCOPED_TRACE(name_of(GetParam()) + " [" + std::to_string(n_rows) + " x " +
+                       std::to_string(n_cols) + "] density " + std::to_string(density));
+          const auto x = sparse_x(n_cols, density, ++seed);
+          body(m, x, active_of(x));
+          if (HasFatalFailure()) return;
+        }
+      }
+    }
+  }
+};
+
+// (a) Every weight read back from the layout is the row-major one, bit for bit.
+TEST_P(SparseGemvTest, ColumnLayoutIsLossless) {
+  for (int64_t n_rows : kRowCounts) {
+    for (int64_t n_cols : kColCounts) {
+      const Matrix m = make_matrix(GetParam(), n_rows, n_cols, 7);
+      ASSERT_EQ(m.columns.n_rows, n_rows);
+      ASSERT_EQ(m.columns.n_cols, n_cols);
+      ASSERT_EQ(reinterpret_cast<uintptr_t>(m.columns.data) % 64, 0u);
+      // Same size as the row-major matrix: every block's scales and codes, nothing else.
+      ASSERT_EQ(m.columns.bytes(), m.bytes.size());
+      for (int64_t r = 0; r < n_rows; ++r) {
+        for (int64_t c = 0; c < n_cols; ++c) {
+          const float want = m.w[r * n_cols + c], got = m.columns.weight(r, c);
+          ASSERT_EQ(std::memcmp(&want, &got, sizeof want), 0)
+              << name_of(GetParam()) << " W[" << r << ", " << c << "] = " << want << ", layout "
+              << got << " (" << n_rows << " x " << n_cols << ")";
+        }
+      }
+    }
+  }
+}
+
+// (b) The scalar kernel is the plain sum over the active inputs, up to float rounding.
+TEST_P(SparseGemvTest, ScalarEqualsDoubleReference) {
+  for_each_case([](const Matrix& m, const std::vector<float>& x, const std::vector<int32_t>& idx) {
+    const auto y = run(sparse_gemv_scalar, m, x, idx);
+    const auto mag = magnitudes(m, x);
+    for (int64_t r = 0; r < m.n_rows; ++r) {
+      double ref = 0;
+      for (int32_t c : idx) ref += double(m.w[r * m.n_cols + c]) * double(x[c]);
+      // Float sums of at most 1536 terms (the worst seen here: 2e-7 of the magnitude).
+      ASSERT_NEAR(y[r], ref, 1e-6 * mag[r] + 1e-30) << "row " << r;
+    }
+  });
+}
+
+// The SIMD kernels this CPU can run.
+std::vector<std::pair<const char*, SparseGemvFn>> simd_kernels() {
+  std::vector<std::pair<const char*, SparseGemvFn>> k;
+  if (cpu_has_avx2()) k.emplace_back("avx2", sparse_gemv_avx2);
+  if (cpu_has_avx512()) k.emplace_back("avx512", sparse_gemv_avx512);
+  return k;
+}
+
+// (c) The SIMD twins sum in the scalar order; only their fused multiply-adds round differently.
+TEST_P(SparseGemvTest, SimdEqualsScalar) {
+  if (simd_kernels().empty()) GTEST_SKIP() << "no AVX2";
+  for_each_case([](const Matrix& m, const std::vector<float>& x, const std::vector<int32_t>& idx) {
+    const auto want = run(sparse_gemv_scalar, m, x, idx);
+    const auto mag = magnitudes(m, x);
+    for (const auto& [name, fn] : simd_kernels()) {
+      const auto got = run(fn, m, x, idx);
+      for (int64_t r = 0; r < m.n_rows; ++r) {
+        // The worst seen here: 2e-7 of the magnitude.
+        ASSERT_NEAR(got[r], want[r], 1e-6 * mag[r] + 1e-30) << name << " row " << r;
+      }
+    }
+  });
+}
+
+// (d) Sparse and dense products of the same zeroed input agree. The dense one (ops::matmul)
+// first converts x to the weight format's vec_dot_type: f16 for F16, Q8_0 (8-bit codes, one
+// half scale per 32) for Q8_0 and Q4_0, Q8_1 for Q4_1 (whose min term also uses the block sum
+// s rounded to a half). So the two differ by at most sum_c |W[r,c]| * |x[c] - x8[c]| (x8: x
+// rounded that way), plus |m| * |s| * 2^-11 per Q4_1 block, plus float rounding.
+TEST_P(SparseGemvTest, EqualsDenseMatmulUpToActivationRounding) {
+  ThreadPool pool(2);
+  MatmulScratch mm;
+  for_each_case([&](const Matrix& m, const std::vector<float>& x, const std::vector<int32_t>& idx) {
+    const auto y = run(sparse_gemv_kernel(active_isa()), m, x, idx);
+    std::vector<float> dense(m.n_rows);
+    matmul(m.view, x.data(), 1, m.n_cols, dense.data(), m.n_rows, pool, mm);
+
+    const DType xt = formats::format_info(m.type).vec_dot_type;
+    const auto& xk = formats::kernels(xt, Isa::Scalar);
+    std::vector<uint8_t> xq(formats::row_bytes(xt, m.n_cols));
+    std::vector<float> x8(m.n_cols);
+    xk.quantize_row(x.data(), xq.data(), m.n_cols);
+    xk.dequantize_row(xq.data(), x8.data(), m.n_cols);
+    const auto mag = magnitudes(m, x);
+    for (int64_t r = 0; r < m.n_rows; ++r) {
+      double bound = 1e-6 * mag[r];
+      for (int64_t c = 0; c < m.n_cols; ++c) {
+        bound += std::fabs(double(m.w[r * m.n_cols + c])) * std::fabs(double(x[c]) - x8[c]);
+      }
+      if (m.type == DType::Q4_1) {
+        const auto* blocks = reinterpret_cast<const formats::BlockQ4_1*>(m.view.row(r));
+        for (int64_t b = 0; b < m.n_cols / 32; ++b) {
+          double s = 0;
+          for (int j = 0; j < 32; ++j) s += std::fabs(x8[b * 32 + j]);
+          bound += std::fabs(f16_to_f32(blocks[b].m)) * s * std::ldexp(1.0, -11);
+        }
+      }
+      ASSERT_NEAR(y[r], dense[r], bound) << "row " << r;
+    }
+  });
+}
+
+// (e) A row slice writes its rows only, with the values of the full product.
+TEST_P(SparseGemvTest, RowSlicesWriteOnlyTheirRows) {
+  const Matrix m = make_matrix(GetParam(), 192, 576, 11);
+  const auto x = sparse_x(576, 0.5, 12);
+  const auto idx = active_of(x);
+  const int64_t n_active = static_cast<int64_t>(idx.size());
+  std::vector<std::pair<const char*, SparseGemvFn>> kernels = simd_kernels();
+  kernels.emplace_back("scalar", sparse_gemv_scalar);
+  for (const auto& [name, fn] : kernels) {
+    const auto full = run(fn, m, x, idx);
+    for (auto [r0, r1] : {std::pair<int64_t, int64_t>{0, 32}, {32, 96}, {160, 192}, {64, 64}}) {
+      std::vector<float> y(m.n_rows, -123.0f), scratch(r1 - r0 + 1);
+      fn(m.columns, x.data(), idx.data(), n_active, r0, r1, y.data(), scratch.data());
+      for (int64_t r = 0; r < m.n_rows; ++r) {
+        const float want = r >= r0 && r < r1 ? full[r] : -123.0f;
+        ASSERT_EQ(y[r], want) << name << " slice [" << r0 << ", " << r1 << ") row " << r;
+      }
+    }
+  }
+}
+
+// The threaded driver: on one thread the kernel's values; on more, each thread sums a run of
+// whole blocks and the partial sums are added, so the values differ by float rounding only.
+TEST_P(SparseGemvTest, ThreadedDriverEqualsKernel) {
+  for (int64_t n_rows : {32, 576}) {
+    const Matrix m = make_matrix(GetParam(), n_rows, 1536, 13);
+    for (double density : kDensities) {
+      const auto x = sparse_x(1536, density, 14);
+      const auto idx = active_of(x);
+      const int64_t n_active = static_cast<int64_t>(idx.size());
+      const auto want = run(sparse_gemv_kernel(active_isa()), m, x, idx);
+      const auto mag = magnitudes(m, x);
+      for (int threads : {1, 2, 3, 8}) {
+        ThreadPool pool(threads);
+        SparseScratch scratch;
+        std::vector<float> y(m.n_rows, -1.0f);
+        for (int rep = 0; rep < 2; ++rep) {  // the scratch is reused
+          sparse_gemv(m.columns, x.data(), idx.data(), n_active, y.data(), pool, scratch);
+          for (int64_t r = 0; r < m.n_rows; ++r) {
+            if (threads == 1) {
+              ASSERT_EQ(y[r], want[r]) << "row " << r;
+            } else {
+              ASSERT_NEAR(y[r], want[r], 1e-6 * mag[r] + 1e-30)
+                  << threads << " threads, density " << density << ", row " << r;
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(SparseGemv, SparseGemvTest,
+                         ::testing::Values(DType::F16, DType::Q8_0, DType::Q4_0, DType::Q4_1),
+                         [](const auto& info) { return name_of(info.param); });
+
+// (f) Shapes and formats without a column layout are refused.
+TEST(SparseGemvLayout, RejectsBadShapesAndFormats) {
+  std::vector<uint8_t> bytes(1 << 16);
+  auto view = [&](DType t, int64_t n_rows, int64_t n_cols) {
+    const auto& info = formats::format_info(t);
+    const auto n_blocks = static_cast<size_t>((n_cols + info.block_size - 1) / info.block_size);
+    const size_t rb = n_blocks * info.block_bytes;
+    return WeightView{t, n_cols, n_rows, rb, bytes.data()};
+  };
+  EXPECT_THROW(to_column_layout(view(DType::Q8_0, 48, 64)), FormatError);   // rows % 32
+  EXPECT_THROW(to_column_layout(view(DType::F16, 16, 64)), FormatError);
+  EXPECT_THROW(to_column_layout(view(DType::Q4_0, 32, 48)), FormatError);   // cols % 32
+  EXPECT_THROW(to_column_layout(view(DType::Q4_1, 0, 64)), FormatError);
+  EXPECT_THROW(to_column_layout(view(DType::Q5_0, 32, 64)), FormatError);   // no layout
+  EXPECT_THROW(to_column_layout(view(DType::F32, 32, 64)), FormatError);
+  EXPECT_FALSE(column_layout_supported(DType::Q4_K));
+  EXPECT_TRUE(column_layout_supported(DType::Q4_1));
+  // F16 has no blocks: any column count.
+  const ColumnWeights f16 = to_column_layout(view(DType::F16, 32, 40));
+  EXPECT_EQ(f16.bytes(), 32u * 40u * 2u);
+  // An empty (default) layout holds nothing and moves.
+  ColumnWeights empty;
+  EXPECT_EQ(empty.bytes(), 0u);
+  ColumnWeights moved = to_column_layout(view(DType::Q8_0, 32, 64));
+  empty = std::move(moved);
+  EXPECT_EQ(empty.bytes(), 2u * 34u * 32u);
+  EXPECT_EQ(moved.data, nullptr);
+}
+
+// The indices of the non-zero inputs: every twin gives the definition's list.
+TEST(SparseGemvIndices, NonzeroIndicesMatchDefinition) {
+  for (int64_t n : {0, 1, 7, 8, 9, 64, 577}) {
+    for (double density : {0.0, 0.3, 1.0}) {
+      auto x = sparse_x(n, density, static_cast<uint32_t>(n * 10 + density * 10));
+      if (n > 3) x[3] = std::nanf("");  // not zero: kept
+      std::vector<int32_t> want;
+      for (int64_t i = 0; i < n; ++i) {
+        if (!(x[i] == 0.0f)) want.push_back(static_cast<int32_t>(i));
+      }
+      std::vector<int32_t> got(n + 1);
+      got.resize(nonzero_indices_scalar(x.data(), n, got.data()));
+      EXPECT_EQ(got, want) << "scalar n=" << n;
+      got.assign(n + 1, 0);
+      got.resize(nonzero_indices(x.data(), n, got.data()));
+      EXPECT_EQ(got, want) << "dispatched n=" << n;
+      if (cpu_has_avx2()) {
+        got.assign(n + 1, 0);
+        got.resize(nonzero_indices_avx2(x.data(), n, got.data()));
+        EXPECT_EQ(got, want) << "avx2 n=" << n;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace squeeze::ops

@@ -1,0 +1,203 @@
+// Activation sparsity on the tiny model: calibrated thresholds reach their density on held-back
+// text, one-token decoding through the column-layout kernels computes what the dense products of
+// the zeroed inputs compute, and the thresholds really change the model.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <random>
+#include <string>
+
+#include "compress/sparsify.h"
+#include "formats/format.h"
+#include "core/error.h"
+#include "model/act_sparsity.h"
+#include "model/context.h"
+#include "model/model.h"
+#include "tiny_model.h"
+#include "tokenizer/tokenizer.h"
+
+namespace squeeze {
+namespace {
+
+namespace fs = std::filesystem;
+using sparsity::Method;
+
+// Sentences of random words: varied enough that windows differ, byte-level tokenizable.
+std::string random_text(uint64_t seed, int n_sentences) {
+  static const char* words[] = {"the", "river", "of", "stone", "king", "found", "a", "small",
+                                "city", "north", "in", "1840", "when", "battle", "song",
+                                "album", "was", "released", "by", "her", "first", "season"};
+  std::mt19937_64 rng(seed);
+  std::string s;
+  for (int i = 0; i < n_sentences; ++i) {
+    const int n = 5 + static_cast<int>(rng() % 10);
+    for (int w = 0; w < n; ++w) s += std::string(w ? " " : "") + words[rng() % std::size(words)];
+    s += ".\n";
+  }
+  return s;
+}
+
+class ActSparsityTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("squeeze_actsp_" + std::to_string(::getpid()));
+    fs::create_directories(dir_);
+    path_ = (dir_ / "tiny.gguf").string();
+    testing::write_tiny_model(path_);
+    model_ = model::Model::load(path_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  compress::SparsifyResult calibrate(Method method, double s) {
+    tokenizer::Tokenizer tok(tokenizer::read_vocab(model_->file()));
+    compress::SparsifyOptions o;
+    o.method = method;
+    o.levels = {s};
+    o.n_samples = 16;
+    o.ctx = 64;
+    o.heldout_samples = 8;
+    return compress::calibrate_sparsity(*model_, tok, random_text(5, 2000), o, pool_);
+  }
+
+  fs::path dir_;
+  std::string path_;
+  std::unique_ptr<model::Model> model_;
+  ThreadPool pool_{2};
+};
+
+TEST_F(ActSparsityTest, HeldBackDensityWithinThreePointsOfTheTarget) {
+  for (Method method : {Method::Teal, Method::Cats}) {
+    for (double s : {0.25, 0.5, 0.6}) {
+      const compress::SparsifyResult r = calibrate(method, s);
+      ASSERT_EQ(r.table.n_layer, model_->hparams().n_layer);
+      for (int site = 0; site < sparsity::n_sites(method); ++site) {
+        EXPECT_NEAR(r.heldout_density[0][site], 1.0 - s, 0.03)
+            << sparsity::method_name(method) << " " << s << " "
+            << sparsity::site_name(method, site);
+      }
+      // The union over a batch: b = 1 is the plain density, and it grows with b.
+      ASSERT_GE(r.batch_sizes.size(), 4u);
+      EXPECT_EQ(r.batch_sizes[0], 1);
+      for (int site = 0; site < sparsity::n_sites(method); ++site) {
+        EXPECT_NEAR(r.batch_density[0][site], r.heldout_density[0][site], 1e-9);
+        for (size_t i = 1; i < r.batch_sizes.size(); ++i) {
+          EXPECT_EQ(r.batch_sizes[i], 2 * r.batch_sizes[i - 1]);
+          if (r.batch_density[i - 1][site] < 1.0) {  // until every column is needed
+            EXPECT_GT(r.batch_density[i][site], r.batch_density[i - 1][site]);
+          } else {
+            EXPECT_EQ(r.batch_density[i][site], 1.0);
+          }
+        }
+      }
+      // Thresholds grow with the level, from 0 at level 0.
+      for (int64_t il = 0; il < r.table.n_layer; ++il) {
+        for (int site = 0; site < r.table.sites(); ++site) {
+          EXPECT_EQ(r.table.at(il, site, 0), 0.0f);
+          for (size_t k = 1; k < r.table.levels.size(); ++k) {
+            ASSERT_GE(r.table.at(il, site, k), r.table.at(il, site, k - 1));
+          }
+        }
+      }
+    }
+  }
+}
+
+// Logits of `tokens` decoded one at a time (the sparse kernels) and as one batch (dense
+// products of the zeroed inputs).
+void decode_both(const model::Model& m, const model::ActSparsity* policy,
+                 const std::vector<int32_t>& tokens, ThreadPool& pool, std::vector<float>& one,
+                 std::vector<float>& batch, model::SparsityCounters* counters = nullptr) {
+  const int64_t n_vocab = m.hparams().n_vocab;
+  model::Context a(m, 64, pool, 64), b(m, 64, pool, 64);
+  a.set_act_sparsity(policy);
+  b.set_act_sparsity(policy);
+  one.clear();
+  for (int32_t t : tokens) {
+    const auto l = a.decode({&t, 1});
+    one.insert(one.end(), l.begin(), l.end());
+  }
+  const auto l = b.decode(tokens, /*all_logits=*/true);
+  batch.assign(l.begin(), l.end());
+  ASSERT_EQ(one.size(), tokens.size() * n_vocab);
+  if (counters != nullptr) *counters = a.sparsity_counters();
+}
+
+double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  double d = 0;
+  for (size_t i = 0; i < a.size(); ++i) d = std::max(d, std::fabs(static_cast<double>(a[i]) - b[i]));
+  return d;
+}
+
+// One token at a time runs the column-layout kernels on float activations; a batch runs the
+// dense products of the zeroed inputs, whose activations are rounded to the weights'
+// vec_dot_type (F16 for F16 weights, Q8_0 for Q8_0). At level 0 nothing is zeroed, so the two
+// must agree to that rounding. At 0.5 a rounding-sized difference can flip an activation across
+// its threshold and the flips compound over the layers, so there the test asks for the same top
+// token and close logits, not rounding-level agreement.
+TEST_F(ActSparsityTest, OneTokenSparseKernelsMatchTheZeroedDenseProducts) {
+  std::vector<int32_t> tokens;
+  std::mt19937_64 rng(11);
+  for (int i = 0; i < 24; ++i) tokens.push_back(static_cast<int32_t>(rng() % 256));
+  for (formats::DType type : {formats::DType::F16, formats::DType::Q8_0}) {
+    testing::TinyModelSpec spec;
+    spec.matrix_type = type;
+    testing::write_tiny_model(path_, spec);
+    model_ = model::Model::load(path_);
+    const std::string what(formats::format_info(type).name);
+    std::vector<float> dense_one, dense_batch;
+    decode_both(*model_, nullptr, tokens, pool_, dense_one, dense_batch);
+    double scale = 0;
+    for (float v : dense_batch) scale = std::max(scale, std::fabs(static_cast<double>(v)));
+    // F16 activations lose ~2^-11 relative, Q8_0 ones ~2^-8: the level-0 bound per format.
+    const double rounding = type == formats::DType::F16 ? 2e-3 : 2e-2;
+    const int64_t nv = model_->hparams().n_vocab;
+
+    for (Method method : {Method::Teal, Method::Cats}) {
+      const compress::SparsifyResult r = calibrate(method, 0.5);
+      const model::ActSparsity policy(*model_, r.table, 0.5, pool_);
+      EXPECT_EQ(policy.n_dense_fallback(), 0);
+      EXPECT_GT(policy.bytes(), 0u);
+      std::vector<float> one, batch;
+      model::SparsityCounters c;
+      decode_both(*model_, &policy, tokens, pool_, one, batch, &c);
+      int agree = 0;
+      for (size_t t = 0; t < tokens.size(); ++t) {
+        auto top = [&](const std::vector<float>& l) {
+          return std::max_element(l.begin() + t * nv, l.begin() + (t + 1) * nv) - l.begin();
+        };
+        agree += top(one) == top(batch);
+      }
+      EXPECT_GE(agree, 22) << what << " " << sparsity::method_name(method);
+      EXPECT_LT(max_abs_diff(one, batch), 0.1 * scale) << what << " " << sparsity::method_name(method);
+      // Sparsity changed the model, and kept about half at every site.
+      EXPECT_GT(max_abs_diff(batch, dense_batch), 0.05 * scale) << what;
+      for (int site = 0; site < sparsity::n_sites(method); ++site) {
+        EXPECT_GT(c.density(site), 0.3) << what << " site " << site;
+        EXPECT_LT(c.density(site), 0.7) << what << " site " << site;
+      }
+      // Level 0 zeroes nothing: both paths compute the dense model.
+      const model::ActSparsity zero(*model_, r.table, 0.0, pool_);
+      decode_both(*model_, &zero, tokens, pool_, one, batch, &c);
+      EXPECT_LT(max_abs_diff(batch, dense_batch), 1e-5 * scale) << what;
+      EXPECT_LT(max_abs_diff(one, dense_one), rounding * scale) << what;
+      EXPECT_EQ(c.density(0), 1.0);
+    }
+  }
+}
+
+TEST_F(ActSparsityTest, MissingTableOrLevelIsAClearError) {
+  EXPECT_THROW((model::ActSparsity{*model_, 0.5, pool_}), UsageError);  // no table in the file
+  const compress::SparsifyResult r = calibrate(Method::Teal, 0.5);
+  EXPECT_THROW((model::ActSparsity{*model_, r.table, 0.505, pool_}), UsageError);
+  sparsity::ThresholdTable wrong = r.table;
+  wrong.n_layer = 3;
+  wrong.thresholds.resize(3 * wrong.sites() * wrong.levels.size());
+  EXPECT_THROW((model::ActSparsity{*model_, wrong, 0.5, pool_}), FormatError);
+}
+
+}  // namespace
+}  // namespace squeeze

@@ -49,8 +49,11 @@ int cmd_sparsify(int argc, char** argv) {
   app.add_option("-m,--model", in, "input GGUF file (default: models/" +
                                        std::string(kDefaultModelFile) + ")");
   app.add_option("-o,--output", out, "output GGUF file")->required();
-  app.add_option("--method", method, "teal or cats")->capture_default_str();
-  app.add_option("--sparsity", so.levels,
+  app.add_option("--method", method,
+                 "teal, cats, or relu (SiLU replaced by ReLU, no thresholds: run it with "
+                 "--act-sparsity 0)")
+      ->capture_default_str();
+  auto* sparsity_opt = app.add_option("--sparsity", so.levels,
                  "target sparsities (multiples of 0.01 in 0..0.99, comma-separated) to refine and "
                  "check on held-back text; the first is the file's default")
       ->delimiter(',')
@@ -75,6 +78,7 @@ int cmd_sparsify(int argc, char** argv) {
 
   return guarded([&] {
     so.method = sparsity::parse_method(method);
+    if (so.method == sparsity::Method::Relu && sparsity_opt->count() == 0) so.levels = {0.0};
     if (allocation != "uniform") {
       throw UsageError(allocation == "greedy"
                            ? "--allocate greedy is not implemented yet (use uniform)"

@@ -22,7 +22,7 @@ using sparsity::Method;
 
 // The site a named intermediate feeds, or -1.
 int site_of(Method method, std::string_view name) {
-  if (method == Method::Cats) return name == "ffn_gate" ? sparsity::kGateAct : -1;
+  if (method != Method::Teal) return name == "ffn_gate" ? sparsity::kGateAct : -1;
   if (name == "attn_norm") return sparsity::kAttnIn;
   if (name == "kqv_out") return sparsity::kAttnOut;
   if (name == "ffn_norm") return sparsity::kFfnIn;
@@ -45,6 +45,9 @@ void check_options(const SparsifyOptions& o) {
     }
   }
   if (o.refine_passes < 0) throw UsageError("--refine-passes must not be negative");
+  if (o.method == sparsity::Method::Relu && (o.levels.size() != 1 || o.levels[0] != 0.0)) {
+    throw UsageError("relu has no thresholds: its one level is 0 (leave out --sparsity)");
+  }
   if (o.n_samples <= 0 || o.heldout_samples <= 0) {
     throw UsageError("the numbers of calibration and held-back samples must be positive");
   }
@@ -107,73 +110,81 @@ SparsifyResult calibrate_sparsity(const model::Model& m, const tokenizer::Tokeni
       }
     }
   };
-  run_all(calib, "calibrating");
+  // Dense-model quantiles for every level, then the asked levels refined.
+  auto calibrate_levels = [&](sparsity::ThresholdTable& t) {
+    run_all(calib, "calibrating");
 
-  SparsifyResult r;
-  r.text_hash = calib.text_hash;
-  r.calib_tokens = opts.n_samples * opts.ctx;
-  sparsity::ThresholdTable& t = r.table;
-  t.method = method;
-  t.n_layer = hp.n_layer;
-  t.levels = sparsity::standard_levels();
-  t.default_level = static_cast<float>(std::round(opts.levels[0] * 100) / 100);
-  t.thresholds.resize(n_hist * t.levels.size());
-  for (int64_t il = 0; il < hp.n_layer; ++il) {
-    for (int s = 0; s < sites; ++s) {
-      for (size_t k = 0; k < t.levels.size(); ++k) {
-        t.at(il, s, k) = hist[static_cast<size_t>(il) * sites + s].quantile(t.levels[k]);
-      }
-    }
-  }
-
-  // Refinement: each asked level's thresholds from a run sparsified at that level.
-  const std::vector<float> dense = t.thresholds;
-  std::vector<size_t> refined;
-  for (const double level : opts.levels) {
-    const size_t k = t.level_index(level);
-    for (int pass = 0; pass < opts.refine_passes && t.levels[k] > 0; ++pass) {
-      for (size_t h = 0; h < n_hist; ++h) hist[h] = sparsity::AbsHistogram();
-      const model::ActSparsity policy(m, t, t.levels[k], pool);
-      ctx.set_act_sparsity(&policy);
-      char stage[64];
-      std::snprintf(stage, sizeof stage, "refining %.2f", t.levels[k]);
-      run_all(calib, stage);
-      ctx.set_act_sparsity(nullptr);
-      for (int64_t il = 0; il < hp.n_layer; ++il) {
-        for (int s = 0; s < sites; ++s) {
+    t.method = method;
+    t.n_layer = hp.n_layer;
+    t.levels = sparsity::standard_levels();
+    t.default_level = static_cast<float>(std::round(opts.levels[0] * 100) / 100);
+    t.thresholds.resize(n_hist * t.levels.size());
+    for (int64_t il = 0; il < hp.n_layer; ++il) {
+      for (int s = 0; s < sites; ++s) {
+        for (size_t k = 0; k < t.levels.size(); ++k) {
           t.at(il, s, k) = hist[static_cast<size_t>(il) * sites + s].quantile(t.levels[k]);
         }
       }
     }
-    if (opts.refine_passes > 0 && t.levels[k] > 0) refined.push_back(k);
-  }
-  ctx.set_callback(nullptr);
-  // The other levels get the correction of their refined neighbours: the ratio refined / dense
-  // interpolated linearly in the level (1 at level 0, the last ratio above the last refined
-  // level), so the table stays one consistent, increasing family of thresholds.
-  std::sort(refined.begin(), refined.end());
-  if (!refined.empty()) {
-    for (size_t h = 0; h < n_hist; ++h) {
-      const size_t at = h * t.levels.size();
-      auto ratio = [&](size_t k) {
-        return dense[at + k] > 0 ? t.thresholds[at + k] / dense[at + k] : 1.0f;
-      };
-      for (size_t k = 1; k < t.levels.size(); ++k) {
-        if (std::binary_search(refined.begin(), refined.end(), k)) continue;
-        const auto hi = std::lower_bound(refined.begin(), refined.end(), k);
-        float f;
-        if (hi == refined.end()) {
-          f = ratio(refined.back());
-        } else {
-          const size_t k1 = *hi;
-          const size_t k0 = hi == refined.begin() ? 0 : *(hi - 1);
-          const float r0 = k0 == 0 ? 1.0f : ratio(k0), r1 = ratio(k1);
-          const float w = static_cast<float>(k - k0) / static_cast<float>(k1 - k0);
-          f = r0 + w * (r1 - r0);
+
+    // Refinement: each asked level's thresholds from a run sparsified at that level.
+    const std::vector<float> dense = t.thresholds;
+    std::vector<size_t> refined;
+    for (const double level : opts.levels) {
+      const size_t k = t.level_index(level);
+      for (int pass = 0; pass < opts.refine_passes && t.levels[k] > 0; ++pass) {
+        for (size_t h = 0; h < n_hist; ++h) hist[h] = sparsity::AbsHistogram();
+        const model::ActSparsity policy(m, t, t.levels[k], pool);
+        ctx.set_act_sparsity(&policy);
+        char stage[64];
+        std::snprintf(stage, sizeof stage, "refining %.2f", t.levels[k]);
+        run_all(calib, stage);
+        ctx.set_act_sparsity(nullptr);
+        for (int64_t il = 0; il < hp.n_layer; ++il) {
+          for (int s = 0; s < sites; ++s) {
+            t.at(il, s, k) = hist[static_cast<size_t>(il) * sites + s].quantile(t.levels[k]);
+          }
         }
-        t.thresholds[at + k] = dense[at + k] * f;
+      }
+      if (opts.refine_passes > 0 && t.levels[k] > 0) refined.push_back(k);
+    }
+    ctx.set_callback(nullptr);
+    // The other levels get the correction of their refined neighbours: the ratio refined / dense
+    // interpolated linearly in the level (1 at level 0, the last ratio above the last refined
+    // level), so the table stays one consistent, increasing family of thresholds.
+    std::sort(refined.begin(), refined.end());
+    if (!refined.empty()) {
+      for (size_t h = 0; h < n_hist; ++h) {
+        const size_t at = h * t.levels.size();
+        auto ratio = [&](size_t k) {
+          return dense[at + k] > 0 ? t.thresholds[at + k] / dense[at + k] : 1.0f;
+        };
+        for (size_t k = 1; k < t.levels.size(); ++k) {
+          if (std::binary_search(refined.begin(), refined.end(), k)) continue;
+          const auto hi = std::lower_bound(refined.begin(), refined.end(), k);
+          float f;
+          if (hi == refined.end()) {
+            f = ratio(refined.back());
+          } else {
+            const size_t k1 = *hi;
+            const size_t k0 = hi == refined.begin() ? 0 : *(hi - 1);
+            const float r0 = k0 == 0 ? 1.0f : ratio(k0), r1 = ratio(k1);
+            const float w = static_cast<float>(k - k0) / static_cast<float>(k1 - k0);
+            f = r0 + w * (r1 - r0);
+          }
+          t.thresholds[at + k] = dense[at + k] * f;
+        }
       }
     }
+  };
+  SparsifyResult r;
+  r.text_hash = calib.text_hash;
+  sparsity::ThresholdTable& t = r.table;
+  if (method == Method::Relu) {
+    t = sparsity::ThresholdTable::relu(hp.n_layer);  // nothing to calibrate
+  } else {
+    calibrate_levels(t);
+    r.calib_tokens = opts.n_samples * opts.ctx;
   }
 
   // The density the thresholds reach on text they never saw, all sites sparsified at once;
@@ -201,8 +212,10 @@ SparsifyResult calibrate_sparsity(const model::Model& m, const tokenizer::Tokeni
           uint64_t* bits = masks[h].data() + (sample_index * opts.ctx + p) * words;
           for (int64_t i = 0; i < width; ++i) {
             const float v = data[p * width + i];
-            const float a = method == Method::Cats ? model::silu_for_threshold(v) : v;
-            if (!(std::fabs(a) < th)) bits[i / 64] |= uint64_t{1} << (i % 64);
+            const bool kept = method == Method::Relu   ? v > 0.0f
+                              : method == Method::Cats ? !(std::fabs(model::silu_for_threshold(v)) < th)
+                                                       : !(std::fabs(v) < th);
+            if (kept) bits[i / 64] |= uint64_t{1} << (i % 64);
           }
         }
       });

@@ -3,6 +3,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "ops/threshold.h"
 
 namespace squeeze::model {
 
@@ -83,7 +84,7 @@ double SparsityCounters::density(int site) const {
 
 double weighted_density(const Model& m, sparsity::Method method,
                         const std::array<double, sparsity::kTealSites>& density) {
-  if (method == sparsity::Method::Cats) return density[sparsity::kGateAct];
+  if (method != sparsity::Method::Teal) return density[sparsity::kGateAct];
   const HParams& hp = m.hparams();
   const double n_q = static_cast<double>(hp.n_head * hp.head_dim);
   const double n_kv = static_cast<double>(hp.n_head_kv * hp.head_dim);
@@ -104,15 +105,7 @@ double SparsityCounters::weighted_density(const Model& m, sparsity::Method metho
 }
 
 int64_t apply_threshold(float* x, int64_t n, float t, int32_t* idx) {
-  int64_t k = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    if (std::fabs(x[i]) < t) {
-      x[i] = 0.0f;
-    } else {
-      idx[k++] = static_cast<int32_t>(i);
-    }
-  }
-  return k;
+  return ops::threshold_indices(x, n, t, idx);
 }
 
 }  // namespace squeeze::model

@@ -228,32 +228,42 @@ void forward_llama_layer(const Model& m, int64_t il, KvCache& kv, ForwardScratch
     const int64_t kept_act = sparsify(s.gate.data(), n_ff, sparsity::kFfnAct);
     smm(SL->down, L.ffn_down, s.gate.data(), kept_act, s.proj.data());
   } else if (sp != nullptr) {
-    // CATS: the gate is dense; neurons with |SiLU(gate)| < t are dropped, so their up rows and
+    // CATS (and ReLU): the gate is dense; neurons with |SiLU(gate)| < t are dropped, so their up rows and
     // down columns are never read (one token) or multiply zeros (a batch).
     mm(L.ffn_gate, s.xn.data(), s.gate.data());
     cb("ffn_gate", s.gate.data(), n, n_ff);
+    // ReLU-fication: the same skipping, with ReLU(gate) for SiLU(gate) and gate > 0 as the cut.
+    const bool relu = sp->method() == sparsity::Method::Relu;
     const float t = SL->t[sparsity::kGateAct];
+    auto keep = [&](float g) { return relu ? g > 0.0f : !(std::fabs(silu_for_threshold(g)) < t); };
     int64_t kept = 0, total = 0;
     for (int64_t r = 0; r < n; ++r) {
       const float* g = s.gate.data() + r * n_ff;
       kept = 0;
       for (int64_t i = 0; i < n_ff; ++i) {
-        if (!(std::fabs(silu_for_threshold(g[i])) < t)) s.idx[kept++] = static_cast<int32_t>(i);
+        if (keep(g[i])) s.idx[kept++] = static_cast<int32_t>(i);
       }
       total += kept;
     }
+    auto activate = [&](int64_t count) {  // gate <- act(gate) * up
+      if (relu) {
+        for (int64_t i = 0; i < count; ++i) s.gate[i] = s.gate[i] > 0.0f ? s.gate[i] * s.up[i] : 0.0f;
+      } else {
+        ops::swiglu(s.gate.data(), s.up.data(), count, s.gate.data());
+      }
+    };
     s.counters.kept[sparsity::kGateAct] += static_cast<uint64_t>(total);
     s.counters.seen[sparsity::kGateAct] += static_cast<uint64_t>(n * n_ff);
     if (n == 1) {
       std::fill(s.up.begin(), s.up.begin() + n_ff, 0.0f);
       ops::matmul_rows(L.ffn_up, s.xn.data(), s.idx.data(), kept, s.up.data(), pool, s.mm);
-      ops::swiglu(s.gate.data(), s.up.data(), n_ff, s.gate.data());  // 0 where up is 0
+      activate(n_ff);  // 0 where up is 0
     } else {
       mm(L.ffn_up, s.xn.data(), s.up.data());
       for (int64_t i = 0; i < n * n_ff; ++i) {
-        if (std::fabs(silu_for_threshold(s.gate[i])) < t) s.up[i] = 0.0f;
+        if (!keep(s.gate[i])) s.up[i] = 0.0f;
       }
-      ops::swiglu(s.gate.data(), s.up.data(), n * n_ff, s.gate.data());
+      activate(n * n_ff);
     }
     cb("ffn_act", s.gate.data(), n, n_ff);
     smm(SL->down, L.ffn_down, s.gate.data(), kept, s.proj.data());

@@ -18,18 +18,21 @@ constexpr const char* kDefault = "squeeze.sparsity.default";
 
 }  // namespace
 
-std::string_view method_name(Method m) { return m == Method::Teal ? "teal" : "cats"; }
+std::string_view method_name(Method m) {
+  return m == Method::Teal ? "teal" : m == Method::Cats ? "cats" : "relu";
+}
 
 Method parse_method(std::string_view s) {
   if (s == "teal") return Method::Teal;
   if (s == "cats") return Method::Cats;
-  throw UsageError("unknown sparsity method '" + std::string(s) + "' (teal, cats)");
+  if (s == "relu") return Method::Relu;
+  throw UsageError("unknown sparsity method '" + std::string(s) + "' (teal, cats, relu)");
 }
 
 int n_sites(Method m) { return m == Method::Teal ? int{kTealSites} : int{kCatsSites}; }
 
 std::string_view site_name(Method m, int site) {
-  if (m == Method::Cats) return "gate_act";
+  if (m != Method::Teal) return "gate_act";
   static constexpr std::string_view names[kTealSites] = {"attn_in", "attn_out", "ffn_in",
                                                          "ffn_act"};
   return names[site];
@@ -39,6 +42,16 @@ std::vector<float> standard_levels() {
   std::vector<float> v;
   for (int i = 0; i < 100; ++i) v.push_back(static_cast<float>(i) / 100.0f);
   return v;
+}
+
+ThresholdTable ThresholdTable::relu(int64_t n_layer) {
+  ThresholdTable t;
+  t.method = Method::Relu;
+  t.n_layer = n_layer;
+  t.levels = {0.0f};
+  t.default_level = 0.0f;
+  t.thresholds.assign(static_cast<size_t>(n_layer), 0.0f);
+  return t;
 }
 
 size_t ThresholdTable::level_index(double s) const {
@@ -70,7 +83,7 @@ std::optional<ThresholdTable> ThresholdTable::read(const gguf::File& f) {
     return FormatError(f.path() + ": invalid activation-sparsity table: " + why);
   };
   ThresholdTable t;
-  if (*method != "teal" && *method != "cats") {
+  if (*method != "teal" && *method != "cats" && *method != "relu") {
     throw bad("unknown method '" + std::string(*method) + "'");
   }
   t.method = parse_method(*method);

@@ -17,6 +17,8 @@ namespace squeeze::sparsity {
 enum class Method {
   Teal,  // |x| < t zeroed at the inputs of q/k/v, o, gate/up and down (TEAL, Liu et al. 2024)
   Cats,  // |SiLU(gate)| < t zeroed; up and down then skip those neurons (CATS, Lee et al. 2024)
+  Relu,  // SiLU replaced by ReLU without training (ProSparse's first step): gate <= 0 dropped;
+         // no thresholds (one level, 0)
 };
 
 std::string_view method_name(Method m);
@@ -24,7 +26,7 @@ Method parse_method(std::string_view s);  // throws UsageError
 
 // TEAL's sites, in table order: the input each threshold applies to.
 enum TealSite : int { kAttnIn = 0, kAttnOut = 1, kFfnIn = 2, kFfnAct = 3, kTealSites = 4 };
-// CATS has one site: SiLU(gate), the gate of the intermediate.
+// CATS and ReLU have one site: the activated gate of the intermediate.
 enum CatsSite : int { kGateAct = 0, kCatsSites = 1 };
 
 int n_sites(Method m);
@@ -45,6 +47,8 @@ struct ThresholdTable {
   float at(int64_t layer, int site, size_t level) const {
     return thresholds[(static_cast<size_t>(layer) * sites() + site) * levels.size() + level];
   }
+  // ReLU's table: one level 0 with zero thresholds (the cut is gate > 0).
+  static ThresholdTable relu(int64_t n_layer);
   // The index of the level equal to s (within 1e-4); throws UsageError listing the range when
   // the table has no such level.
   size_t level_index(double s) const;

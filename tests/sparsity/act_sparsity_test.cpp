@@ -189,6 +189,28 @@ TEST_F(ActSparsityTest, OneTokenSparseKernelsMatchTheZeroedDenseProducts) {
   }
 }
 
+// ReLU-fication: gate <= 0 dropped; the one-token skipping path computes what the batch path
+// computes, and the model differs from the SiLU one.
+TEST_F(ActSparsityTest, ReluDropsNonPositiveGates) {
+  const compress::SparsifyResult r = calibrate(Method::Relu, 0.0);
+  EXPECT_EQ(r.table.levels, std::vector<float>{0.0f});
+  EXPECT_GT(r.heldout_density[0][0], 0.2);
+  EXPECT_LT(r.heldout_density[0][0], 0.8);
+  std::vector<int32_t> tokens;
+  std::mt19937_64 rng(13);
+  for (int i = 0; i < 24; ++i) tokens.push_back(static_cast<int32_t>(rng() % 256));
+  std::vector<float> dense_one, dense_batch, one, batch;
+  decode_both(*model_, nullptr, tokens, pool_, dense_one, dense_batch);
+  double scale = 0;
+  for (float v : dense_batch) scale = std::max(scale, std::fabs(static_cast<double>(v)));
+  const model::ActSparsity policy(*model_, r.table, 0.0, pool_);
+  model::SparsityCounters c;
+  decode_both(*model_, &policy, tokens, pool_, one, batch, &c);
+  EXPECT_LT(max_abs_diff(one, batch), 2e-2 * scale);  // Q8_0 activation rounding, no thresholds
+  EXPECT_GT(max_abs_diff(batch, dense_batch), 0.05 * scale);
+  EXPECT_NEAR(c.density(0), r.heldout_density[0][0], 0.1);
+}
+
 TEST_F(ActSparsityTest, MissingTableOrLevelIsAClearError) {
   EXPECT_THROW((model::ActSparsity{*model_, 0.5, pool_}), UsageError);  // no table in the file
   const compress::SparsifyResult r = calibrate(Method::Teal, 0.5);

@@ -90,12 +90,30 @@ TEST_F(SparsifyCli, WritesTheTableAndRunsWithIt) {
   ASSERT_TRUE(t2.has_value());
   EXPECT_EQ(t2->method, sparsity::Method::Cats);
   EXPECT_EQ(t2->thresholds.size(), 100u * 2);
+
+  // ReLU-fication: no thresholds, one level 0.
+  const std::string o3 = out("relu.gguf");
+  const auto rl = run_squeeze(base() + "-o " + o3 + " --method relu", "sp_relu");
+  ASSERT_EQ(rl.rc, 0) << rl.err;
+  EXPECT_NE(rl.err.find("at sparsity 0.00"), std::string::npos) << rl.err;
+  const auto t3 = sparsity::ThresholdTable::read(gguf::File::open(o3));
+  ASSERT_TRUE(t3.has_value());
+  EXPECT_EQ(t3->method, sparsity::Method::Relu);
+  EXPECT_EQ(t3->levels, std::vector<float>{0.0f});
+  const auto rr = run_squeeze("run -m " + o3 + " -c 64 -t 2 -p hello -n 4 --temp 0 --act-sparsity 0",
+                              "sp_relu_run");
+  ASSERT_EQ(rr.rc, 0) << rr.err;
+  EXPECT_NE(rr.err.find("act-sparsity: relu at level 0.00"), std::string::npos) << rr.err;
+  expect_clean_error(run_squeeze("run -m " + o3 + " -c 64 -p hi -n 2 --act-sparsity 0.5", "sp_relu_bad"),
+                     "no level");
 }
 
 TEST_F(SparsifyCli, BadOptionsAreCleanErrorsAndLeaveNothing) {
   const size_t before = n_files();
   const std::string o = out("x.gguf");
-  expect_clean_error(run_squeeze(base() + "-o " + o + " --method relu", "sp_b1"), "relu");
+  expect_clean_error(run_squeeze(base() + "-o " + o + " --method relu6", "sp_b1"), "relu6");
+  expect_clean_error(run_squeeze(base() + "-o " + o + " --method relu --sparsity 0.5", "sp_b1b"),
+                     "relu has no thresholds");
   expect_clean_error(run_squeeze(base() + "-o " + o + " --sparsity 0.555", "sp_b2"), "0.01");
   expect_clean_error(run_squeeze(base() + "-o " + o + " --sparsity 1.5", "sp_b3"), "0.99");
   expect_clean_error(run_squeeze(base() + "-o " + o + " --sparsity 0.5,0.5", "sp_b3b"), "twice");

@@ -6,7 +6,8 @@
 // copies of its matrix (at least kMinLayers, and over kMinBytes in all: three times a 32 MiB
 // L3) that no copy is still cached when its turn comes. Times are medians over --reps passes
 // (after two warm-up passes), per product; dense and sparse passes alternate. The sparse time
-// includes nonzero_indices. "GB/s" is the bytes each product must read (dense: the matrix; sparse: the scales
+// is the product on a prepared input; "prep" (us) is nonzero_indices + prepare_sparse_input,
+// once per token input (shared by q, k, v or gate, up). "GB/s" is the bytes each product must read (dense: the matrix; sparse: the scales
 // of blocks with an active input and the active inputs' weights) over its time, next to this
 // machine's streaming read bandwidth, measured first.
 //
@@ -139,8 +140,8 @@ int main(int argc, char** argv) {
               std::string(isa_name(active_isa())).c_str(), read_bandwidth(pools[0]),
               read_bandwidth(pools[1]));
   std::printf("median us per product over %d passes; ratio = dense / sparse\n\n", reps);
-  std::printf("%-5s %-8s %-11s %4s %3s | %8s %6s | %8s %6s | %5s\n", "type", "matrix", "shape",
-              "dens", "thr", "dense", "GB/s", "sparse", "GB/s", "ratio");
+  std::printf("%-5s %-8s %-11s %4s %3s | %8s %6s | %8s %6s | %5s | %5s\n", "type", "matrix",
+              "shape", "dens", "thr", "dense", "GB/s", "sparse", "GB/s", "ratio", "prep");
 
   double relayout_us = 0;  // to_column_layout, one matrix of each type and shape
   std::mt19937 rng(1);
@@ -181,6 +182,8 @@ int main(int argc, char** argv) {
         std::vector<int32_t> idx(s.n_cols);
         std::vector<double> t_dense;
         std::vector<std::vector<double>> t_sparse(std::size(densities));
+        std::vector<std::vector<double>> t_prep(std::size(densities));
+        ops::SparseInput in;
         // Passes alternate dense and sparse so that both see the same machine load; the first
         // two warm up.
         for (int rep = 0; rep < reps + 2; ++rep) {
@@ -191,11 +194,16 @@ int main(int argc, char** argv) {
           if (rep >= 2) t_dense.push_back((now_s() - t0) / n_copies);
           for (size_t di = 0; di < std::size(densities); ++di) {
             const float* xd = xs[di].data();
+            // The input is prepared once per token (and shared by its q, k, v or gate, up
+            // products): timed on its own, per input.
             t0 = now_s();
             for (int c = 0; c < n_copies; ++c) {
               const int64_t n_active = ops::nonzero_indices(xd, s.n_cols, idx.data());
-              ops::sparse_gemv(cols[c], xd, idx.data(), n_active, y.data(), pool, ss);
+              ops::prepare_sparse_input(xd, idx.data(), n_active, s.n_cols, in);
             }
+            if (rep >= 2) t_prep[di].push_back((now_s() - t0) / n_copies);
+            t0 = now_s();
+            for (int c = 0; c < n_copies; ++c) ops::sparse_gemv(cols[c], in, y.data(), pool, ss);
             if (rep >= 2) t_sparse[di].push_back((now_s() - t0) / n_copies);
           }
         }
@@ -204,10 +212,11 @@ int main(int argc, char** argv) {
           idx.resize(ops::nonzero_indices(xs[di].data(), s.n_cols, idx.data()));
           const double sparse = median(t_sparse[di]);
           const std::string shape = std::to_string(s.n_rows) + "x" + std::to_string(s.n_cols);
-          std::printf("%-5s %-8s %-11s %4.2f %3d | %8.2f %6.1f | %8.2f %6.1f | %5.2f\n",
+          std::printf("%-5s %-8s %-11s %4.2f %3d | %8.2f %6.1f | %8.2f %6.1f | %5.2f | %5.2f\n",
                       std::string(formats::format_info(type).name).c_str(), s.name, shape.c_str(),
                       densities[di], thread_counts[ti], dense * 1e6, base.size() / dense / 1e9,
-                      sparse * 1e6, sparse_bytes(cols[0], idx) / sparse / 1e9, dense / sparse);
+                      sparse * 1e6, sparse_bytes(cols[0], idx) / sparse / 1e9, dense / sparse,
+                      median(t_prep[di]) * 1e6);
           idx.resize(s.n_cols);
         }
         std::fflush(stdout);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <initializer_list>
 #include <string>
 
 #include "core/error.h"
@@ -166,21 +167,38 @@ void forward_llama_layer(const Model& m, int64_t il, KvCache& kv, ForwardScratch
     s.counters.seen[site] += static_cast<uint64_t>(n * width);
     return kept;
   };
-  // One token with a column layout: read only the kept inputs' weights; otherwise the dense
-  // product of the zeroed input (the same numbers, see tests/ops/sparse_gemv_test.cpp).
-  auto smm = [&](const ops::ColumnWeights& cw, const ops::WeightView& w, const float* xin,
-                 int64_t kept, float* y) {
-    if (n == 1 && cw.n_rows > 0) {
-      ops::sparse_gemv(cw, xin, s.idx.data(), kept, y, pool, s.sparse);
+  // One token with column layouts: read only the kept inputs' weights, the input prepared once
+  // for all the products that share it, in one parallel region; otherwise (a batch, or a
+  // format without a column layout) the dense products of the zeroed input, the same numbers
+  // up to activation rounding (tests/ops/sparse_gemv_test.cpp).
+  struct Product {
+    const ops::ColumnWeights* cw;
+    const ops::WeightView* w;
+    float* y;
+  };
+  auto smm = [&](std::initializer_list<Product> ps, const float* xin, int64_t n_in,
+                 int64_t kept) {
+    bool sparse = n == 1;
+    for (const Product& p : ps) sparse = sparse && p.cw->n_rows > 0;
+    if (!sparse) {
+      for (const Product& p : ps) ops::matmul(*p.w, xin, n, n_in, p.y, p.w->n_rows, pool, s.mm);
+      return;
+    }
+    ops::prepare_sparse_input(xin, s.idx.data(), kept, n_in, s.sparse.input);
+    const Product* p = ps.begin();
+    if (ps.size() == 1) {
+      ops::sparse_gemv(*p[0].cw, s.sparse.input, p[0].y, pool, s.sparse);
+    } else if (ps.size() == 2) {
+      ops::sparse_gemv({{p[0].cw, p[0].y}, {p[1].cw, p[1].y}}, s.sparse.input, pool, s.sparse);
     } else {
-      ops::matmul(w, xin, n, w.n_cols, y, w.n_rows, pool, s.mm);
+      ops::sparse_gemv({{p[0].cw, p[0].y}, {p[1].cw, p[1].y}, {p[2].cw, p[2].y}},
+                       s.sparse.input, pool, s.sparse);
     }
   };
   if (teal) {
     const int64_t kept = sparsify(s.xn.data(), n_embd, sparsity::kAttnIn);
-    smm(SL->wq, L.wq, s.xn.data(), kept, s.q.data());
-    smm(SL->wk, L.wk, s.xn.data(), kept, s.k.data());
-    smm(SL->wv, L.wv, s.xn.data(), kept, s.v.data());
+    smm({{&SL->wq, &L.wq, s.q.data()}, {&SL->wk, &L.wk, s.k.data()}, {&SL->wv, &L.wv, s.v.data()}},
+        s.xn.data(), n_embd, kept);
   } else {
     ops::matmul({{&L.wq, s.q.data(), n_q}, {&L.wk, s.k.data(), n_kv}, {&L.wv, s.v.data(), n_kv}},
                 s.xn.data(), n, n_embd, pool, s.mm);
@@ -204,7 +222,7 @@ void forward_llama_layer(const Model& m, int64_t il, KvCache& kv, ForwardScratch
   cb("kqv_out", s.attn.data(), n, n_q);
   if (teal) {
     const int64_t kept = sparsify(s.attn.data(), n_q, sparsity::kAttnOut);
-    smm(SL->wo, L.wo, s.attn.data(), kept, s.proj.data());
+    smm({{&SL->wo, &L.wo, s.proj.data()}}, s.attn.data(), n_q, kept);
   } else {
     mm(L.wo, s.attn.data(), s.proj.data());
   }
@@ -220,13 +238,13 @@ void forward_llama_layer(const Model& m, int64_t il, KvCache& kv, ForwardScratch
   const int64_t n_ff = hp.n_ff;
   if (teal) {
     const int64_t kept = sparsify(s.xn.data(), n_embd, sparsity::kFfnIn);
-    smm(SL->gate, L.ffn_gate, s.xn.data(), kept, s.gate.data());
-    smm(SL->up, L.ffn_up, s.xn.data(), kept, s.up.data());
+    smm({{&SL->gate, &L.ffn_gate, s.gate.data()}, {&SL->up, &L.ffn_up, s.up.data()}}, s.xn.data(),
+        n_embd, kept);
     cb("ffn_gate", s.gate.data(), n, n_ff);
     ops::swiglu(s.gate.data(), s.up.data(), n * n_ff, s.gate.data());
     cb("ffn_act", s.gate.data(), n, n_ff);
     const int64_t kept_act = sparsify(s.gate.data(), n_ff, sparsity::kFfnAct);
-    smm(SL->down, L.ffn_down, s.gate.data(), kept_act, s.proj.data());
+    smm({{&SL->down, &L.ffn_down, s.proj.data()}}, s.gate.data(), n_ff, kept_act);
   } else if (sp != nullptr) {
     // CATS (and ReLU): the gate is dense; neurons with |SiLU(gate)| < t are dropped, so their up rows and
     // down columns are never read (one token) or multiply zeros (a batch).
@@ -266,7 +284,7 @@ void forward_llama_layer(const Model& m, int64_t il, KvCache& kv, ForwardScratch
       activate(n * n_ff);
     }
     cb("ffn_act", s.gate.data(), n, n_ff);
-    smm(SL->down, L.ffn_down, s.gate.data(), kept, s.proj.data());
+    smm({{&SL->down, &L.ffn_down, s.proj.data()}}, s.gate.data(), n_ff, kept);
   } else {
     ops::matmul({{&L.ffn_gate, s.gate.data(), n_ff}, {&L.ffn_up, s.up.data(), n_ff}},
                 s.xn.data(), n, n_embd, pool, s.mm);

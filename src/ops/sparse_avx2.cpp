@@ -46,22 +46,70 @@ struct Avx2 {
       }
     }
   };
+};
 
-  // Byte k of a row group holds row k (low nibble) and row 16 + k (high nibble): one vpmovzxbd
-  // of 8 bytes, then an and and a shift give 8 rows each.
-  struct Q4Codes {
-    static constexpr int64_t kStepBytes = 16;
-    static void load(const uint8_t* col, int64_t r, Vec v[4]) {
-      const uint8_t* p = col + r / 2;
-      const __m256i low = _mm256_set1_epi32(0xF);
-      for (int h = 0; h < 2; ++h) {
-        const __m256i b =
-            _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + 8 * h)));
-        v[h] = _mm256_cvtepi32_ps(_mm256_and_si256(b, low));      // rows 8h .. 8h + 7
-        v[2 + h] = _mm256_cvtepi32_ps(_mm256_srli_epi32(b, 4));   // rows 16 + 8h ..
-      }
-    }
-  };
+// Integer traits of q4_subtile (sparse_simd.h) on ymm (2 lanes of 16 bytes) and xmm (1): dot
+// is vpmaddubsw (u8 codes x s8 xq, pairs summed: at most 2 * 15 * 127 = 3810), added in 16 bits
+// over the block (at most 8 quads: 30480 < 32767), widened by vpmaddwd with ones at the fold.
+template <int W>
+struct IntW;
+
+template <>
+struct IntW<2> {
+  using I = __m256i;
+  using F = __m256;
+  using Acc = __m256i;
+  static I load(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const I*>(p)); }
+  static I unpacklo8(I a, I b) { return _mm256_unpacklo_epi8(a, b); }
+  static I unpackhi8(I a, I b) { return _mm256_unpackhi_epi8(a, b); }
+  static I unpacklo16(I a, I b) { return _mm256_unpacklo_epi16(a, b); }
+  static I unpackhi16(I a, I b) { return _mm256_unpackhi_epi16(a, b); }
+  static I and_(I a, I b) { return _mm256_and_si256(a, b); }
+  static I srli16_4(I a) { return _mm256_srli_epi16(a, 4); }
+  static I set1_8(char v) { return _mm256_set1_epi8(v); }
+  static I set1_32(int32_t v) { return _mm256_set1_epi32(v); }
+  static Acc acc_zero() { return _mm256_setzero_si256(); }
+  static Acc dot(Acc acc, I u, I x) { return _mm256_add_epi16(acc, _mm256_maddubs_epi16(u, x)); }
+  static I to_i32(Acc a) { return _mm256_madd_epi16(a, _mm256_set1_epi16(1)); }
+  static I sub32(I a, I b) { return _mm256_sub_epi32(a, b); }
+  static F cvt(I a) { return _mm256_cvtepi32_ps(a); }
+  static F halves(const uint16_t* p) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  }
+  static F loadf(const float* p) { return _mm256_loadu_ps(p); }
+  static void storef(float* p, F v) { _mm256_storeu_ps(p, v); }
+  static F addf(F a, F b) { return _mm256_add_ps(a, b); }
+  static F mulf(F a, F b) { return _mm256_mul_ps(a, b); }
+  static F set1f(float v) { return _mm256_set1_ps(v); }
+};
+
+template <>
+struct IntW<1> {
+  using I = __m128i;
+  using F = __m128;
+  using Acc = __m128i;
+  static I load(const uint8_t* p) { return _mm_loadu_si128(reinterpret_cast<const I*>(p)); }
+  static I unpacklo8(I a, I b) { return _mm_unpacklo_epi8(a, b); }
+  static I unpackhi8(I a, I b) { return _mm_unpackhi_epi8(a, b); }
+  static I unpacklo16(I a, I b) { return _mm_unpacklo_epi16(a, b); }
+  static I unpackhi16(I a, I b) { return _mm_unpackhi_epi16(a, b); }
+  static I and_(I a, I b) { return _mm_and_si128(a, b); }
+  static I srli16_4(I a) { return _mm_srli_epi16(a, 4); }
+  static I set1_8(char v) { return _mm_set1_epi8(v); }
+  static I set1_32(int32_t v) { return _mm_set1_epi32(v); }
+  static Acc acc_zero() { return _mm_setzero_si128(); }
+  static Acc dot(Acc acc, I u, I x) { return _mm_add_epi16(acc, _mm_maddubs_epi16(u, x)); }
+  static I to_i32(Acc a) { return _mm_madd_epi16(a, _mm_set1_epi16(1)); }
+  static I sub32(I a, I b) { return _mm_sub_epi32(a, b); }
+  static F cvt(I a) { return _mm_cvtepi32_ps(a); }
+  static F halves(const uint16_t* p) {
+    return _mm_cvtph_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+  }
+  static F loadf(const float* p) { return _mm_loadu_ps(p); }
+  static void storef(float* p, F v) { _mm_storeu_ps(p, v); }
+  static F addf(F a, F b) { return _mm_add_ps(a, b); }
+  static F mulf(F a, F b) { return _mm_mul_ps(a, b); }
+  static F set1f(float v) { return _mm_set1_ps(v); }
 };
 
 }  // namespace
@@ -71,10 +119,29 @@ struct Avx2 {
 #include "ops/sparse_simd.h"
 
 namespace squeeze::ops {
+namespace {
 
-void sparse_gemv_avx2(const ColumnWeights& w, const float* x, const int32_t* idx,
-                      int64_t n_active, int64_t r0, int64_t r1, float* y, float* scratch) {
-  sparse_gemv_simd<Avx2>(w, x, idx, n_active, r0, r1, y, scratch);
+// ymm: a 128-row tile in two halves (lanes 0-1, 2-3), a 64-row tile whole; xmm: 32 rows.
+struct Q4Avx2 {
+  template <int G>
+  static void tile(const uint8_t* cols, size_t cb, const SparseQuad* q, int64_t nq, int64_t t,
+                   const Q4Fold& f, float* y) {
+    if constexpr (G == 1) {
+      q4_subtile<IntW<1>, 1>(cols, cb, q, nq, t, 0, f, y);
+    } else {
+      for (int g0 = 0; g0 < G; g0 += 2) q4_subtile<IntW<2>, G>(cols, cb, q, nq, t, g0, f, y);
+    }
+  }
+};
+
+}  // namespace
+}  // namespace squeeze::ops
+
+namespace squeeze::ops {
+
+void sparse_gemv_avx2(const ColumnWeights& w, const SparseInput& in, int64_t k0, int64_t k1,
+                      int64_t r0, int64_t r1, float* y, float* scratch) {
+  sparse_gemv_simd<Avx2, Q4Avx2>(w, in, k0, k1, r0, r1, y, scratch);
 }
 
 int64_t nonzero_indices_avx2(const float* x, int64_t n, int32_t* idx) {

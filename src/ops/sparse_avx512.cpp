@@ -48,19 +48,98 @@ struct Avx512 {
       }
     }
   };
+};
 
-  // The 16 bytes of a row group widened to 16 lanes: lane k holds row k in bits 0-3 and row
-  // 16 + k in bits 4-7.
-  struct Q4Codes {
-    static constexpr int64_t kStepBytes = 16;
-    static void load(const uint8_t* col, int64_t r, Vec v[2]) {
-      const __m512 codes = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-      const __m512i b =
-          _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(col + r / 2)));
-      v[0] = _mm512_permutexvar_ps(b, codes);                   // rows 0..15
-      v[1] = _mm512_cvtepi32_ps(_mm512_srli_epi32(b, 4));       // rows 16..31
-    }
-  };
+// Integer traits of q4_subtile (sparse_simd.h) on zmm (4 lanes of 16 bytes), ymm (2), xmm (1);
+// dot is VNNI's vpdpbusd.
+template <int W>
+struct IntW;
+
+template <>
+struct IntW<4> {
+  using I = __m512i;
+  using F = __m512;
+  using Acc = __m512i;
+  static I load(const uint8_t* p) { return _mm512_loadu_si512(p); }
+  static I unpacklo8(I a, I b) { return _mm512_unpacklo_epi8(a, b); }
+  static I unpackhi8(I a, I b) { return _mm512_unpackhi_epi8(a, b); }
+  static I unpacklo16(I a, I b) { return _mm512_unpacklo_epi16(a, b); }
+  static I unpackhi16(I a, I b) { return _mm512_unpackhi_epi16(a, b); }
+  static I and_(I a, I b) { return _mm512_and_si512(a, b); }
+  static I srli16_4(I a) { return _mm512_srli_epi16(a, 4); }
+  static I set1_8(char v) { return _mm512_set1_epi8(v); }
+  static I set1_32(int32_t v) { return _mm512_set1_epi32(v); }
+  static Acc acc_zero() { return _mm512_setzero_si512(); }
+  static Acc dot(Acc acc, I u, I x) { return _mm512_dpbusd_epi32(acc, u, x); }
+  static I to_i32(Acc a) { return a; }
+  static I sub32(I a, I b) { return _mm512_sub_epi32(a, b); }
+  static F cvt(I a) { return _mm512_cvtepi32_ps(a); }
+  static F halves(const uint16_t* p) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  }
+  static F loadf(const float* p) { return _mm512_loadu_ps(p); }
+  static void storef(float* p, F v) { _mm512_storeu_ps(p, v); }
+  static F addf(F a, F b) { return _mm512_add_ps(a, b); }
+  static F mulf(F a, F b) { return _mm512_mul_ps(a, b); }
+  static F set1f(float v) { return _mm512_set1_ps(v); }
+};
+
+template <>
+struct IntW<2> {
+  using I = __m256i;
+  using F = __m256;
+  using Acc = __m256i;
+  static I load(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const I*>(p)); }
+  static I unpacklo8(I a, I b) { return _mm256_unpacklo_epi8(a, b); }
+  static I unpackhi8(I a, I b) { return _mm256_unpackhi_epi8(a, b); }
+  static I unpacklo16(I a, I b) { return _mm256_unpacklo_epi16(a, b); }
+  static I unpackhi16(I a, I b) { return _mm256_unpackhi_epi16(a, b); }
+  static I and_(I a, I b) { return _mm256_and_si256(a, b); }
+  static I srli16_4(I a) { return _mm256_srli_epi16(a, 4); }
+  static I set1_8(char v) { return _mm256_set1_epi8(v); }
+  static I set1_32(int32_t v) { return _mm256_set1_epi32(v); }
+  static Acc acc_zero() { return _mm256_setzero_si256(); }
+  static Acc dot(Acc acc, I u, I x) { return _mm256_dpbusd_epi32(acc, u, x); }
+  static I to_i32(Acc a) { return a; }
+  static I sub32(I a, I b) { return _mm256_sub_epi32(a, b); }
+  static F cvt(I a) { return _mm256_cvtepi32_ps(a); }
+  static F halves(const uint16_t* p) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  }
+  static F loadf(const float* p) { return _mm256_loadu_ps(p); }
+  static void storef(float* p, F v) { _mm256_storeu_ps(p, v); }
+  static F addf(F a, F b) { return _mm256_add_ps(a, b); }
+  static F mulf(F a, F b) { return _mm256_mul_ps(a, b); }
+  static F set1f(float v) { return _mm256_set1_ps(v); }
+};
+
+template <>
+struct IntW<1> {
+  using I = __m128i;
+  using F = __m128;
+  using Acc = __m128i;
+  static I load(const uint8_t* p) { return _mm_loadu_si128(reinterpret_cast<const I*>(p)); }
+  static I unpacklo8(I a, I b) { return _mm_unpacklo_epi8(a, b); }
+  static I unpackhi8(I a, I b) { return _mm_unpackhi_epi8(a, b); }
+  static I unpacklo16(I a, I b) { return _mm_unpacklo_epi16(a, b); }
+  static I unpackhi16(I a, I b) { return _mm_unpackhi_epi16(a, b); }
+  static I and_(I a, I b) { return _mm_and_si128(a, b); }
+  static I srli16_4(I a) { return _mm_srli_epi16(a, 4); }
+  static I set1_8(char v) { return _mm_set1_epi8(v); }
+  static I set1_32(int32_t v) { return _mm_set1_epi32(v); }
+  static Acc acc_zero() { return _mm_setzero_si128(); }
+  static Acc dot(Acc acc, I u, I x) { return _mm_dpbusd_epi32(acc, u, x); }
+  static I to_i32(Acc a) { return a; }
+  static I sub32(I a, I b) { return _mm_sub_epi32(a, b); }
+  static F cvt(I a) { return _mm_cvtepi32_ps(a); }
+  static F halves(const uint16_t* p) {
+    return _mm_cvtph_ps(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)));
+  }
+  static F loadf(const float* p) { return _mm_loadu_ps(p); }
+  static void storef(float* p, F v) { _mm_storeu_ps(p, v); }
+  static F addf(F a, F b) { return _mm_add_ps(a, b); }
+  static F mulf(F a, F b) { return _mm_mul_ps(a, b); }
+  static F set1f(float v) { return _mm_set1_ps(v); }
 };
 
 }  // namespace
@@ -70,10 +149,25 @@ struct Avx512 {
 #include "ops/sparse_simd.h"
 
 namespace squeeze::ops {
+namespace {
 
-void sparse_gemv_avx512(const ColumnWeights& w, const float* x, const int32_t* idx,
-                        int64_t n_active, int64_t r0, int64_t r1, float* y, float* scratch) {
-  sparse_gemv_simd<Avx512>(w, x, idx, n_active, r0, r1, y, scratch);
+// A whole tile per vector: zmm for 128 rows, ymm for 64, xmm for 32.
+struct Q4Avx512 {
+  template <int G>
+  static void tile(const uint8_t* cols, size_t cb, const SparseQuad* q, int64_t nq, int64_t t,
+                   const Q4Fold& f, float* y) {
+    q4_subtile<IntW<G>, G>(cols, cb, q, nq, t, 0, f, y);
+  }
+};
+
+}  // namespace
+}  // namespace squeeze::ops
+
+namespace squeeze::ops {
+
+void sparse_gemv_avx512(const ColumnWeights& w, const SparseInput& in, int64_t k0, int64_t k1,
+                        int64_t r0, int64_t r1, float* y, float* scratch) {
+  sparse_gemv_simd<Avx512, Q4Avx512>(w, in, k0, k1, r0, r1, y, scratch);
 }
 
 }  // namespace squeeze::ops

@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "core/fp16.h"
 #include "formats/blocks.h"
+#include "formats/format.h"
 
 namespace squeeze::ops {
 
@@ -41,14 +42,14 @@ inline const uint8_t* column_ptr(const ColumnWeights& w, int64_t c) {
          (c % w.block_inputs) * w.column_bytes;
 }
 
-// Scatters 32 rows [r0, r0 + 32) of a Q4_0 / Q4_1 matrix (block type B) into the layout.
+// Scatters a Q4_0 / Q4_1 matrix (block type B) into the layout.
 template <typename B>
-void relayout_q4_rows(const WeightView& w, int64_t r0, ColumnWeights& out) {
+void relayout_q4(const WeightView& w, ColumnWeights& out) {
   const int64_t n_blocks = w.n_cols / kBlock32;
   const size_t half = sizeof(f16_t) * static_cast<size_t>(w.n_rows);
-  const size_t group = static_cast<size_t>(r0 / kRowGroup) * 16;  // this group's 16 bytes
-  for (int64_t k = 0; k < kRowGroup; ++k) {
-    const int64_t r = r0 + k;
+  for (int64_t r = 0; r < w.n_rows; ++r) {
+    int shift = 0;
+    const int64_t pos = q4_code_offset(w.n_rows, r, &shift);
     const B* row = reinterpret_cast<const B*>(w.row(r));
     for (int64_t b = 0; b < n_blocks; ++b) {
       uint8_t* blk = out.data + b * out.block_bytes;
@@ -57,9 +58,8 @@ void relayout_q4_rows(const WeightView& w, int64_t r0, ColumnWeights& out) {
         std::memcpy(blk + half + r * sizeof(f16_t), &row[b].m, sizeof(f16_t));
       }
       for (int j = 0; j < kBlock32; ++j) {
-        uint8_t* byte = blk + out.header_bytes + j * out.column_bytes + group + (k % 16);
-        const uint8_t q = nibble(row[b].qs, j);
-        *byte = static_cast<uint8_t>(k < 16 ? (*byte & 0xF0) | q : (*byte & 0x0F) | (q << 4));
+        uint8_t* byte = blk + out.header_bytes + j * out.column_bytes + pos;
+        *byte = static_cast<uint8_t>(*byte | (nibble(row[b].qs, j) << shift));
       }
     }
   }
@@ -103,11 +103,29 @@ float ColumnWeights::weight(int64_t r, int64_t c) const {
   const uint8_t* blk = data + (c / block_inputs) * block_bytes;
   const float d = f16_to_f32(reinterpret_cast<const f16_t*>(blk)[r]);
   if (type == DType::Q8_0) return d * static_cast<float>(static_cast<int8_t>(col[r]));
-  const uint8_t byte = col[(r / kRowGroup) * 16 + r % 16];
-  const int q = r % kRowGroup < 16 ? byte & 0xF : byte >> 4;
+  int shift = 0;
+  const int q = (col[q4_code_offset(n_rows, r, &shift)] >> shift) & 0xF;
   if (type == DType::Q4_0) return d * static_cast<float>(q - 8);
   const float m = f16_to_f32(reinterpret_cast<const f16_t*>(blk)[n_rows + r]);
   return d * static_cast<float>(q) + m;  // as dequantize_row_q4_1: one product, one sum
+}
+
+int64_t q4_code_offset(int64_t n_rows, int64_t r, int* shift) {
+  // The tile of row r: start t, G lanes of 16 bytes.
+  const int64_t full = n_rows / 128 * 128;
+  int64_t t = 0, g_lanes = 4;
+  if (r < full) {
+    t = r / 128 * 128;
+  } else if (n_rows - full >= 64 && r < full + 64) {
+    t = full, g_lanes = 2;
+  } else {
+    t = n_rows - 32, g_lanes = 1;
+  }
+  const int64_t local = r - t;
+  const int64_t i = local / (8 * g_lanes), within = local % (8 * g_lanes);
+  *shift = within < 4 * g_lanes ? 0 : 4;
+  const int64_t gk = within % (4 * g_lanes);  // 4g + k
+  return t / 2 + 16 * (gk / 4) + 4 * i + gk % 4;
 }
 
 bool column_layout_supported(DType t) {
@@ -181,16 +199,8 @@ ColumnWeights to_column_layout(const WeightView& w) {
         }
       }
       break;
-    case DType::Q4_0:
-      for (int64_t r0 = 0; r0 < w.n_rows; r0 += kRowGroup) {
-        relayout_q4_rows<formats::BlockQ4_0>(w, r0, out);
-      }
-      break;
-    default:
-      for (int64_t r0 = 0; r0 < w.n_rows; r0 += kRowGroup) {
-        relayout_q4_rows<formats::BlockQ4_1>(w, r0, out);
-      }
-      break;
+    case DType::Q4_0: relayout_q4<formats::BlockQ4_0>(w, out); break;
+    default: relayout_q4<formats::BlockQ4_1>(w, out); break;
   }
   return out;
 }
@@ -208,41 +218,173 @@ int64_t nonzero_indices(const float* x, int64_t n, int32_t* idx) {
                                  : nonzero_indices_scalar(x, n, idx);
 }
 
-void sparse_gemv(const ColumnWeights& w, const float* x, const int32_t* idx, int64_t n_active,
-                 float* y, ThreadPool& pool, SparseScratch& scratch) {
-  // The threads split the active inputs, not the rows: each takes a run of whole blocks and sums
-  // it over all rows into its own partial y; the partials are added at the end. Cutting the rows
-  // instead would cut every input's weights into short runs, one per thread (a 192-row Q4
-  // matrix on 2 threads: 48 bytes, so both threads fetched the same cache lines); on 2 threads
-  // the input split measured 1-2x faster (Q4_0 and Q8_0, SmolLM2's shapes, density 0.5).
-  const SparseGemvFn kernel = sparse_gemv_kernel(active_isa());
-  const int64_t rows = w.n_rows;
-  const int64_t max_chunks = std::min<int64_t>(pool.size(), kMaxChunks);
-  const int64_t n_chunks = std::clamp<int64_t>(n_active / kMinInputsPerChunk, 1, max_chunks);
-  // [n_chunks, rows] kernel scratch, then [n_chunks - 1, rows] partial sums.
-  scratch.acc.resize(static_cast<size_t>((2 * n_chunks - 1) * rows));
-  float* partial = scratch.acc.data() + (n_chunks - 1) * rows;  // chunk c's at c * rows
-  if (n_chunks == 1) {
-    kernel(w, x, idx, n_active, 0, rows, y, scratch.acc.data());
-    return;
+void prepare_sparse_input(const float* x, const int32_t* idx, int64_t n_active, int64_t n_cols,
+                          SparseInput& in) {
+  in.x = x;
+  in.idx = idx;
+  in.n_active = n_active;
+  in.n_cols = n_cols;
+  in.quantized = n_cols % kBlock32 == 0;
+  in.blocks.clear();
+  in.block_first.clear();
+  in.block_quad.clear();
+  in.quads.clear();
+  if (in.quantized) {
+    // The dense path's activations for Q4_1 (Q8_1); its Q8_0 ones (for Q4_0) are the same
+    // scales and codes.
+    const int64_t n_blocks = n_cols / kBlock32;
+    in.q8.resize(static_cast<size_t>(n_blocks) * sizeof(formats::BlockQ8_1));
+    formats::kernels(DType::Q8_1).quantize_row(x, in.q8.data(), n_cols);
+    const auto* q8 = reinterpret_cast<const formats::BlockQ8_1*>(in.q8.data());
+    in.xq.resize(static_cast<size_t>(n_cols));
+    in.scale.resize(static_cast<size_t>(n_blocks));
+    in.qsum.resize(static_cast<size_t>(n_blocks));
+    in.qsum_s.resize(static_cast<size_t>(n_blocks));
+    for (int64_t b = 0; b < n_blocks; ++b) {
+      std::memcpy(in.xq.data() + b * kBlock32, q8[b].qs, kBlock32);
+      int32_t sum = 0;
+      for (int j = 0; j < kBlock32; ++j) sum += q8[b].qs[j];
+      in.scale[b] = f16_to_f32(q8[b].d);
+      in.qsum[b] = sum;
+      in.qsum_s[b] = f16_to_f32(q8[b].s);
+    }
   }
-  // Chunk c: active inputs [cut[c], cut[c + 1]), about equal counts, cut between blocks.
-  int64_t cut[kMaxChunks + 1];
+  for (int64_t i = 0; i < n_active;) {
+    const int32_t b = idx[i] / kBlock32;
+    int64_t i1 = i + 1;
+    while (i1 < n_active && idx[i1] / kBlock32 == b) ++i1;
+    in.blocks.push_back(b);
+    in.block_first.push_back(static_cast<int32_t>(i));
+    in.block_quad.push_back(static_cast<int32_t>(in.quads.size()));
+    for (int64_t k = i; k < i1; k += 4) {
+      SparseQuad q{};
+      uint32_t packed = 0;
+      for (int l = 0; l < 4; ++l) {
+        const int64_t e = std::min(k + l, i1 - 1);
+        q.j[l] = static_cast<uint8_t>(idx[e] % kBlock32);
+        const int8_t v = k + l < i1 && in.quantized ? in.xq[idx[e]] : 0;
+        packed |= static_cast<uint32_t>(static_cast<uint8_t>(v)) << (8 * l);
+      }
+      q.xq4 = static_cast<int32_t>(packed);
+      in.quads.push_back(q);
+    }
+    i = i1;
+  }
+  in.block_first.push_back(static_cast<int32_t>(n_active));
+  in.block_quad.push_back(static_cast<int32_t>(in.quads.size()));
+}
+
+namespace {
+
+// One work item of a driver: blocks [k0, k1) of one product into out, with kernel scratch.
+struct Item {
+  const ColumnWeights* w;
+  int64_t k0, k1;
+  float* out;
+  float* scratch;
+};
+
+// Splits the active blocks of `in` into about equal runs of active inputs (at least
+// kMinInputsPerChunk each), at most max_chunks; cut gets n + 1 entries, returns n.
+int64_t split_blocks(const SparseInput& in, int64_t max_chunks, int64_t* cut) {
+  const int64_t n_chunks =
+      std::clamp<int64_t>(in.n_active / kMinInputsPerChunk, 1, std::max<int64_t>(max_chunks, 1));
+  const int64_t n_kb = static_cast<int64_t>(in.blocks.size());
   cut[0] = 0;
   for (int64_t c = 1; c < n_chunks; ++c) {
-    int64_t t = std::max(cut[c - 1], c * n_active / n_chunks);
-    while (t > 0 && t < n_active && idx[t] / w.block_inputs == idx[t - 1] / w.block_inputs) ++t;
-    cut[c] = t;
+    const int64_t target = c * in.n_active / n_chunks;
+    const auto* first = in.block_first.data();
+    int64_t k = std::lower_bound(first, first + n_kb, static_cast<int32_t>(target)) - first;
+    cut[c] = std::max(cut[c - 1], k);
   }
-  cut[n_chunks] = n_active;
-  pool.run_chunks(n_chunks, [&](int64_t c, int) {
-    float* out = c == 0 ? y : partial + c * rows;
-    kernel(w, x, idx + cut[c], cut[c + 1] - cut[c], 0, rows, out, scratch.acc.data() + c * rows);
-  });
-  for (int64_t c = 1; c < n_chunks; ++c) {
-    const float* p = partial + c * rows;
-    for (int64_t r = 0; r < rows; ++r) y[r] += p[r];
+  cut[n_chunks] = n_kb;
+  return n_chunks;
+}
+
+void check_shape(const ColumnWeights& w, const SparseInput& in) {
+  if (w.n_cols != in.n_cols || w.data == nullptr) {
+    throw UsageError("sparse_gemv: a matrix of " + std::to_string(w.n_cols) +
+                     " columns and an input of " + std::to_string(in.n_cols));
   }
+  if (w.type != DType::F16 && !in.quantized) {
+    throw UsageError("sparse_gemv: input not quantized (columns not a multiple of 32)");
+  }
+}
+
+}  // namespace
+
+void sparse_gemv(std::initializer_list<SparseOut> outs, const SparseInput& in, ThreadPool& pool,
+                 SparseScratch& scratch) {
+  // The threads split the active blocks, not the rows: each item is a run of whole blocks of
+  // one matrix, summed over all rows into its own partial y; the partials are added at the end.
+  // Cutting the rows instead would cut every input's weights into short runs, one per thread (a
+  // 192-row Q4 matrix on 2 threads: 48 bytes, so both threads fetched the same cache lines); on
+  // 2 threads the input split measured 1-2x faster (Q4_0 and Q8_0, SmolLM2's shapes, density
+  // 0.5).
+  constexpr int kMaxOuts = 8;
+  if (outs.size() > kMaxOuts) throw UsageError("sparse_gemv: more than 8 products in a group");
+  const SparseGemvFn kernel = sparse_gemv_kernel(active_isa());
+  const int64_t max_chunks = std::min<int64_t>(pool.size(), kMaxChunks);
+  int64_t cuts[kMaxOuts][kMaxChunks + 1];
+  int64_t n_chunks[kMaxOuts];
+  size_t floats = 0;
+  int64_t n_items = 0;
+  int m = 0;
+  for (const SparseOut& o : outs) {
+    check_shape(*o.w, in);
+    n_chunks[m] = split_blocks(in, max_chunks, cuts[m]);
+    // kernel scratch per chunk, partial sums per chunk but the first
+    floats += static_cast<size_t>((2 * n_chunks[m] - 1) * o.w->n_rows);
+    n_items += n_chunks[m];
+    ++m;
+  }
+  if (scratch.acc.size() < floats) scratch.acc.resize(floats);
+  Item items[kMaxOuts * kMaxChunks];
+  float* next = scratch.acc.data();
+  m = 0;
+  int64_t it = 0;
+  for (const SparseOut& o : outs) {
+    const int64_t rows = o.w->n_rows;
+    for (int64_t c = 0; c < n_chunks[m]; ++c) {
+      float* out = o.y;
+      if (c > 0) out = next, next += rows;
+      items[it++] = {o.w, cuts[m][c], cuts[m][c + 1], out, next};
+      next += rows;
+    }
+    ++m;
+  }
+  auto run_item = [&](int64_t i, int) {
+    const Item& t = items[i];
+    kernel(*t.w, in, t.k0, t.k1, 0, t.w->n_rows, t.out, t.scratch);
+  };
+  if (n_items == 1) {
+    run_item(0, 0);
+  } else {
+    pool.run_chunks(n_items, run_item);
+  }
+  // Add the partial sums, in chunk order.
+  it = 0;
+  m = 0;
+  for (const SparseOut& o : outs) {
+    const int64_t rows = o.w->n_rows;
+    for (int64_t c = 1; c < n_chunks[m]; ++c) {
+      const float* p = items[it + c].out;
+      for (int64_t r = 0; r < rows; ++r) o.y[r] += p[r];
+    }
+    it += n_chunks[m];
+    ++m;
+  }
+}
+
+void sparse_gemv(const ColumnWeights& w, const SparseInput& in, float* y, ThreadPool& pool,
+                 SparseScratch& scratch) {
+  sparse_gemv({SparseOut{&w, y}}, in, pool, scratch);
+}
+
+void sparse_gemv(const ColumnWeights& w, const float* x, const int32_t* idx, int64_t n_active,
+                 float* y, ThreadPool& pool, SparseScratch& scratch) {
+  prepare_sparse_input(x, idx, n_active, w.n_cols, scratch.input);
+  sparse_gemv(w, scratch.input, y, pool, scratch);
 }
 
 }  // namespace squeeze::ops

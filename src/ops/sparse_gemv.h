@@ -18,23 +18,38 @@
 //   Q4_0 (18 * n_rows bytes a block):
 //          d[0..n_rows, b]                      2*n_rows bytes
 //          for j < 32: the nibbles of q[0..n_rows, c]                 n_rows/2 bytes each,
-//            16 bytes per group of 32 rows g: byte k (k < 16) holds row 32g + k in its low
-//            nibble and row 32g + 16 + k in its high nibble (Q4_0's own in-block order, so
-//            SIMD code unpacks with an and and a shift)
+//            in row tiles: tiles of 128 rows from row 0, then (n_rows % 128 >= 64) one of 64,
+//            then (n_rows % 64 == 32) one of 32. A tile of T = 32G rows (G = 4, 2, 1) starting
+//            at row t holds its T/2 bytes at byte t/2 of the column: byte 16g + 4i + k
+//            (g < G, i < 4, k < 4) has row t + 8G*i + 4g + k in its low nibble and row
+//            t + 8G*i + 4G + 4g + k in its high nibble. So when the 16G bytes of 4 inputs are
+//            interleaved byte by byte (two unpack steps within each 16-byte lane), 32-bit lane
+//            (g, k) of unpack result i holds the 4 inputs' codes of one row, and the lanes of one
+//            result's low (high) nibbles are 4G consecutive rows: no un-permuting.
 //        W[r, c] = d[r, b] * (q[r, c] - 8),  q in [0, 15].
 //   Q4_1 (20 * n_rows bytes a block):
 //          d[0..n_rows, b], then m[0..n_rows, b]   2*n_rows bytes each
 //          nibbles as Q4_0
 //        W[r, c] = d[r, b] * q[r, c] + m[r, b].
 //
-// The products sum per block: y[r] = sum_b d[r,b] * acc_b[r] (+ the offset term), where
-// acc_b[r] = sum over the active inputs c of block b of x[c] * q[r, c], and the offset term is
-// -8 d[r,b] * sx_b (Q4_0) or m[r,b] * sx_b (Q4_1) with sx_b the sum of the block's active x[c].
-// A block without active inputs is skipped, scales included.
+// F16 and Q8_0 products are float: y[r] = sum_b d[r,b] * acc_b[r], acc_b[r] = sum over the
+// active inputs c of block b of x[c] * q[r, c] (F16: y[r] = sum x[c] W[r, c]).
+//
+// Q4_0 and Q4_1 products are integer, as ggml's dense ones: x is first quantized per block of
+// 32 exactly as the dense path quantizes its activations (Q8_1 = Q8_0 plus a sum: scale
+// s_b = half(amax/127), xq[c] = round(x[c] / s_b), S_b = half(amax/127 * sum_c xq[c])), once
+// per input (SparseInput, shared by all the products of that input); then
+//   Q4_0: y[r] = sum_b (d[r,b] * s_b) * float(sum_{active c in b} xq[c] q[r,c] - 8 sx_b)
+//   Q4_1: y[r] = sum_b (d[r,b] * s_b) * float(sum_{active c in b} xq[c] q[r,c]) + m[r,b] * S_b
+// with sx_b = sum_{active c in b} xq[c] (zeros quantize to 0, so these are the dense block sums)
+// and the inner sums exact int32. That is the dense Q4_0 x Q8_0 / Q4_1 x Q8_1 product of the
+// zeroed x up to float summation order. A block without active inputs is skipped, scales
+// included.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <vector>
 
 #include "core/cpu.h"
@@ -71,26 +86,62 @@ struct ColumnWeights {
 
 bool column_layout_supported(formats::DType t);
 
+// Where the Q4 code of row r (< n_rows, a multiple of 32) sits in an input's n_rows/2 bytes:
+// returns the byte, and sets *shift to 0 (low nibble) or 4.
+int64_t q4_code_offset(int64_t n_rows, int64_t r, int* shift);
+
 // Re-lays out a row-major matrix. Throws FormatError for a type without a column layout, or
 // n_rows not a multiple of 32 (and, for quantized types, n_cols not a multiple of 32).
 ColumnWeights to_column_layout(const WeightView& w);
 
-// y[r] = sum_{i < n_active} W[r, idx[i]] * x[idx[i]]  for r in [r0, r1).
-//   idx: ascending, distinct, < n_cols;  r0, r1: multiples of 32 (r1 may equal n_rows);
-//   y: only y[r0..r1) is written;  scratch: at least r1 - r0 floats.
-// Sums are float, per block in index order, so the SIMD twins differ from the scalar one only by
-// their fused multiply-adds.
-using SparseGemvFn = void (*)(const ColumnWeights& w, const float* x, const int32_t* idx,
-                              int64_t n_active, int64_t r0, int64_t r1, float* y, float* scratch);
+// One token's input, prepared once for every product with it (q, k and v; gate and up): the
+// active inputs grouped by block of 32, and (n_cols a multiple of 32) x quantized as the dense
+// path does (above). Keeps pointers to x and idx, which must stay valid while it is used.
+// Reusable: prepare_sparse_input reuses its buffers.
+struct SparseQuad {
+  uint8_t j[4];  // 4 active inputs of one block (c = 32b + j); padding repeats the last one
+  int32_t xq4;   // their 4 xq as bytes (byte k: j[k]'s), 0 for padding
+};
+struct SparseInput {
+  const float* x = nullptr;
+  const int32_t* idx = nullptr;
+  int64_t n_active = 0;
+  int64_t n_cols = 0;
+  bool quantized = false;          // n_cols % 32 == 0: xq, scale, qsum, qsum_s are set
+  std::vector<int32_t> blocks;     // the blocks with an active input, ascending
+  std::vector<int32_t> block_first;  // [blocks.size() + 1]: their first index into idx
+  std::vector<int32_t> block_quad;   // [blocks.size() + 1]: their first quad
+  std::vector<SparseQuad> quads;
+  std::vector<int8_t> xq;          // [n_cols]
+  std::vector<float> scale;        // [n_cols / 32] s_b (a half's value)
+  std::vector<int32_t> qsum;       // [n_cols / 32] sx_b
+  std::vector<float> qsum_s;       // [n_cols / 32] S_b (a half's value)
+  std::vector<uint8_t> q8;         // the Q8_1 blocks (work buffer)
+};
 
-void sparse_gemv_scalar(const ColumnWeights& w, const float* x, const int32_t* idx,
-                        int64_t n_active, int64_t r0, int64_t r1, float* y, float* scratch);
-void sparse_gemv_avx2(const ColumnWeights& w, const float* x, const int32_t* idx,
-                      int64_t n_active, int64_t r0, int64_t r1, float* y, float* scratch);
-void sparse_gemv_avx512(const ColumnWeights& w, const float* x, const int32_t* idx,
-                        int64_t n_active, int64_t r0, int64_t r1, float* y, float* scratch);
+// Prepares `in` for x[0..n_cols) with active inputs idx[0..n_active) (ascending, distinct, the
+// non-zero x: nonzero_indices).
+void prepare_sparse_input(const float* x, const int32_t* idx, int64_t n_active, int64_t n_cols,
+                          SparseInput& in);
 
-// The kernel of an ISA tier (Avx512: the AVX-512 one, which halves the decoding work).
+// y[r] = sum over the active inputs c of blocks in.blocks[k0..k1) of W[r, c] * x[c], for r in
+// [r0, r1), as above.
+//   r0, r1: multiples of 128 or n_rows (Q4 row tiles are not cut; F16 / Q8_0 allow any
+//   multiple of 32);  y: only y[r0..r1) is written;  scratch: at least r1 - r0 floats.
+// Float sums (F16, Q8_0) are per block in index order, so the SIMD twins differ from the scalar
+// one only by their fused multiply-adds; the integer ones (Q4_0, Q4_1) equal the scalar one bit
+// for bit.
+using SparseGemvFn = void (*)(const ColumnWeights& w, const SparseInput& in, int64_t k0,
+                              int64_t k1, int64_t r0, int64_t r1, float* y, float* scratch);
+
+void sparse_gemv_scalar(const ColumnWeights& w, const SparseInput& in, int64_t k0, int64_t k1,
+                        int64_t r0, int64_t r1, float* y, float* scratch);
+void sparse_gemv_avx2(const ColumnWeights& w, const SparseInput& in, int64_t k0, int64_t k1,
+                      int64_t r0, int64_t r1, float* y, float* scratch);
+void sparse_gemv_avx512(const ColumnWeights& w, const SparseInput& in, int64_t k0, int64_t k1,
+                        int64_t r0, int64_t r1, float* y, float* scratch);
+
+// The kernel of an ISA tier (Avx512: the AVX-512 one: VNNI for Q4, wider float decoding).
 inline SparseGemvFn sparse_gemv_kernel(Isa isa) {
   if (isa == Isa::Avx512) return sparse_gemv_avx512;
   return uses_avx2(isa) ? sparse_gemv_avx2 : sparse_gemv_scalar;
@@ -102,17 +153,33 @@ int64_t nonzero_indices(const float* x, int64_t n, int32_t* idx);
 int64_t nonzero_indices_scalar(const float* x, int64_t n, int32_t* idx);
 int64_t nonzero_indices_avx2(const float* x, int64_t n, int32_t* idx);
 
-// Reusable buffers of the threaded driver.
+// Reusable buffers of the threaded drivers.
 struct SparseScratch {
-  std::vector<float> acc;  // [2 * n_chunks - 1, n_rows]: kernel scratch, then partial sums
+  std::vector<float> acc;  // kernel scratch, then partial sums
+  SparseInput input;       // the input of the unprepared entry
 };
 
-// y[0..n_rows) = W x over the active inputs idx[0..n_active) (as the kernels), on the kernel of
-// active_isa(). The threads split the active inputs, each a run of whole blocks (at least 32
-// inputs a thread), not the rows: a row split cuts every input's weights into short runs, one
-// per thread, and measured up to 2x slower. Each thread sums its inputs over all rows and the
-// partial sums are added in a fixed order, so the result depends (in its last bits) on the
-// number of threads, not on scheduling.
+// One product of a group: y[0..w->n_rows) = W x.
+struct SparseOut {
+  const ColumnWeights* w;
+  float* y;
+};
+
+// y[0..n_rows) = W x over the prepared input (w.n_cols == in.n_cols, else UsageError), on the
+// kernel of active_isa(). The threads split the active blocks, not the rows: each takes a run of
+// whole blocks (at least 32 active inputs a thread) and sums it over all rows into its own
+// partial y; the partials are added in a fixed order, so the result depends (in its last bits)
+// on the number of threads, not on scheduling. (A row split cuts every input's weights into
+// short runs, one per thread, and measured up to 2x slower.)
+void sparse_gemv(const ColumnWeights& w, const SparseInput& in, float* y, ThreadPool& pool,
+                 SparseScratch& scratch);
+
+// Several products of the same input in one parallel region (the runs of blocks of every
+// matrix are the work items). Results equal separate sparse_gemv calls bit for bit.
+void sparse_gemv(std::initializer_list<SparseOut> outs, const SparseInput& in, ThreadPool& pool,
+                 SparseScratch& scratch);
+
+// As above, preparing x and idx[0..n_active) into scratch.input first.
 void sparse_gemv(const ColumnWeights& w, const float* x, const int32_t* idx, int64_t n_active,
                  float* y, ThreadPool& pool, SparseScratch& scratch);
 

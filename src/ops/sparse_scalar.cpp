@@ -1,5 +1,7 @@
-// Scalar reference of the sparse products (sparse_gemv.h): the order of every sum is the one
-// the SIMD twins keep, with separate multiplies and adds where they fuse them.
+// Scalar reference of the sparse products (sparse_gemv.h): the order of every float sum is the
+// one the SIMD twins keep, with separate multiplies and adds where they fuse them (F16, Q8_0);
+// the Q4 products are integer sums folded with the same float operations as the SIMD twins, so
+// those equal this one bit for bit.
 #include <algorithm>
 
 #include "core/fp16.h"
@@ -10,19 +12,7 @@ namespace squeeze::ops {
 namespace {
 
 using formats::DType;
-
-// acc[r - r0] += xc * q[r, c] over the row slice, for one active input of a quantized block.
-void add_column_q8(const int8_t* q, float xc, int64_t r0, int64_t r1, float* acc) {
-  for (int64_t r = r0; r < r1; ++r) acc[r - r0] += xc * static_cast<float>(q[r]);
-}
-
-void add_column_q4(const uint8_t* q, float xc, int64_t r0, int64_t r1, float* acc) {
-  for (int64_t r = r0; r < r1; ++r) {
-    const uint8_t byte = q[(r / 32) * 16 + r % 16];
-    const int code = r % 32 < 16 ? byte & 0xF : byte >> 4;
-    acc[r - r0] += xc * static_cast<float>(code);
-  }
-}
+constexpr int kBlock = 32;  // w.block_inputs of the quantized layouts
 
 void sparse_f16(const ColumnWeights& w, const float* x, const int32_t* idx, int64_t n_active,
                 int64_t r0, int64_t r1, float* y) {
@@ -33,16 +23,9 @@ void sparse_f16(const ColumnWeights& w, const float* x, const int32_t* idx, int6
   }
 }
 
-}  // namespace
-
-void sparse_gemv_scalar(const ColumnWeights& w, const float* x, const int32_t* idx,
-                        int64_t n_active, int64_t r0, int64_t r1, float* y, float* scratch) {
-  std::fill(y + r0, y + r1, 0.0f);
-  if (w.type == DType::F16) {
-    sparse_f16(w, x, idx, n_active, r0, r1, y);
-    return;
-  }
-  constexpr int kBlock = 32;  // w.block_inputs of the quantized layouts
+// Q8_0: float sums per block, then y += d * acc.
+void sparse_q8(const ColumnWeights& w, const float* x, const int32_t* idx, int64_t n_active,
+               int64_t r0, int64_t r1, float* y, float* scratch) {
   const int64_t n = r1 - r0;
   for (int64_t i = 0; i < n_active;) {
     // The active inputs of one block: [i, i1).
@@ -51,28 +34,58 @@ void sparse_gemv_scalar(const ColumnWeights& w, const float* x, const int32_t* i
     while (i1 < n_active && idx[i1] / kBlock == b) ++i1;
     const uint8_t* blk = w.data + b * w.block_bytes;
     std::fill(scratch, scratch + n, 0.0f);
-    float sx = 0.0f;  // the sum of the block's active inputs, for Q4's offsets
     for (; i < i1; ++i) {
       const float xc = x[idx[i]];
-      const uint8_t* col = blk + w.header_bytes + (idx[i] % kBlock) * w.column_bytes;
-      sx += xc;
-      if (w.type == DType::Q8_0) {
-        add_column_q8(reinterpret_cast<const int8_t*>(col), xc, r0, r1, scratch);
-      } else {
-        add_column_q4(col, xc, r0, r1, scratch);
-      }
+      const auto* q = reinterpret_cast<const int8_t*>(blk + w.header_bytes +
+                                                      (idx[i] % kBlock) * w.column_bytes);
+      for (int64_t r = r0; r < r1; ++r) scratch[r - r0] += xc * static_cast<float>(q[r]);
     }
-    // Fold the block with its scales.
     const f16_t* d = reinterpret_cast<const f16_t*>(blk);
-    const f16_t* m = d + w.n_rows;  // Q4_1's mins
-    for (int64_t r = r0; r < r1; ++r) {
-      const float acc = scratch[r - r0];
-      switch (w.type) {
-        case DType::Q8_0: y[r] += f16_to_f32(d[r]) * acc; break;
-        case DType::Q4_0: y[r] += f16_to_f32(d[r]) * (acc - 8.0f * sx); break;
-        default: y[r] += f16_to_f32(d[r]) * acc + f16_to_f32(m[r]) * sx; break;
+    for (int64_t r = r0; r < r1; ++r) y[r] += f16_to_f32(d[r]) * scratch[r - r0];
+  }
+}
+
+// Q4_0 / Q4_1: exact integer block sums, folded as the SIMD twins fold them.
+void sparse_q4(const ColumnWeights& w, const SparseInput& in, int64_t k0, int64_t k1,
+               int64_t r0, int64_t r1, float* y) {
+  const bool q41 = w.type == DType::Q4_1;
+  for (int64_t r = r0; r < r1; ++r) {
+    int shift = 0;
+    const int64_t pos = q4_code_offset(w.n_rows, r, &shift);
+    float yr = 0.0f;
+    for (int64_t k = k0; k < k1; ++k) {
+      const int64_t b = in.blocks[k];
+      const uint8_t* blk = w.data + b * w.block_bytes;
+      const uint8_t* cols = blk + w.header_bytes + pos;
+      int32_t sum = 0;
+      for (int64_t i = in.block_first[k]; i < in.block_first[k + 1]; ++i) {
+        const int c = in.idx[i] % kBlock;
+        sum += in.xq[in.idx[i]] * ((cols[c * w.column_bytes] >> shift) & 0xF);
       }
+      if (!q41) sum -= 8 * in.qsum[b];
+      const f16_t* d = reinterpret_cast<const f16_t*>(blk);
+      float p = (f16_to_f32(d[r]) * in.scale[b]) * static_cast<float>(sum);
+      if (q41) p = p + f16_to_f32(d[w.n_rows + r]) * in.qsum_s[b];
+      yr = yr + p;
     }
+    y[r] = yr;
+  }
+}
+
+}  // namespace
+
+void sparse_gemv_scalar(const ColumnWeights& w, const SparseInput& in, int64_t k0, int64_t k1,
+                        int64_t r0, int64_t r1, float* y, float* scratch) {
+  if (w.type == DType::Q4_0 || w.type == DType::Q4_1) {
+    sparse_q4(w, in, k0, k1, r0, r1, y);
+    return;
+  }
+  std::fill(y + r0, y + r1, 0.0f);
+  const int64_t i0 = in.block_first[k0], i1 = in.block_first[k1];
+  if (w.type == DType::F16) {
+    sparse_f16(w, in.x, in.idx + i0, i1 - i0, r0, r1, y);
+  } else {
+    sparse_q8(w, in.x, in.idx + i0, i1 - i0, r0, r1, y, scratch);
   }
 }
 

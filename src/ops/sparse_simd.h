@@ -274,21 +274,163 @@ void sparse_quantized(const ColumnWeights& w, const float* x, const int32_t* idx
   }
 }
 
-// The kernel (SparseGemvFn) on V.
-template <typename V>
-void sparse_gemv_simd(const ColumnWeights& w, const float* x, const int32_t* idx,
-                      int64_t n_active, int64_t r0, int64_t r1, float* y, float* scratch) {
+// ---- Q4_0 / Q4_1: integer products (sparse_gemv.h) ----
+//
+// For each active block, each row tile (G 16-byte lanes, 32G rows) is one pass over the
+// block's quads (4 active inputs each): the 4 inputs' bytes of the tile are interleaved into
+// 32-bit lanes of 4 codes (one row each, the layout makes them consecutive rows), the low and
+// high nibbles multiplied with the 4 broadcast xq and summed into 8 integer accumulators that
+// stay in registers for the whole block; then they are folded into y with the block's scales.
+// I provides the ISA part:
+//   template <int G> static void tile(const uint8_t* cols, size_t column_bytes,
+//                                     const SparseQuad* q, int64_t nq, int64_t t,
+//                                     const Q4Fold& f, float* y)
+// (tile of G lanes at row t, all quads of one block) built from q4_subtile below with an
+// integer traits type T:
+//   I (integer vector of W 16-byte lanes), F (float vector of 4W lanes), Acc; load(p) (16W
+//   bytes), unpacklo8/unpackhi8/unpacklo16/unpackhi16, and_(a, b), srli16_4(a), set1_8,
+//   set1_32, acc_zero(), dot(Acc, I u8 codes, I s8 xq) -> Acc (4 products summed per 32-bit
+//   lane), to_i32(Acc) -> I, sub32, cvt(I) -> F, halves(const uint16_t*) -> F, loadf, storef,
+//   addf, mulf, set1f.
+
+// A block's scales and input sums: y[r] += (d[r] * s) * float(acc[r] - corr) (+ m[r] * S).
+struct Q4Fold {
+  const uint16_t* d;
+  const uint16_t* m;  // Q4_1's mins, else nullptr
+  float s;            // the input block's scale
+  int32_t corr;       // Q4_0: 8 * the block's xq sum; Q4_1: 0
+  float S;            // Q4_1: the input block's scaled sum
+};
+
+// Lanes [g0, g0 + W) of a tile of G lanes at row t (W: T's width), all quads of one block.
+template <typename T, int G>
+inline void q4_subtile(const uint8_t* cols, size_t cb, const SparseQuad* q, int64_t nq,
+                       int64_t t, int g0, const Q4Fold& f, float* y) {
+  using I = typename T::I;
+  using F = typename T::F;
+  typename T::Acc acc[8];
+  for (auto& a : acc) a = T::acc_zero();
+  const I mask = T::set1_8(0x0F);
+  const int64_t byte0 = t / 2 + 16 * g0;
+  for (int64_t n = 0; n < nq; ++n) {
+    const SparseQuad& qq = q[n];
+    const I a = T::load(cols + qq.j[0] * cb + byte0);
+    const I b = T::load(cols + qq.j[1] * cb + byte0);
+    const I c = T::load(cols + qq.j[2] * cb + byte0);
+    const I d = T::load(cols + qq.j[3] * cb + byte0);
+    const I ab_lo = T::unpacklo8(a, b), ab_hi = T::unpackhi8(a, b);
+    const I cd_lo = T::unpacklo8(c, d), cd_hi = T::unpackhi8(c, d);
+    const I u[4] = {T::unpacklo16(ab_lo, cd_lo), T::unpackhi16(ab_lo, cd_lo),
+                    T::unpacklo16(ab_hi, cd_hi), T::unpackhi16(ab_hi, cd_hi)};
+    const I xv = T::set1_32(qq.xq4);
+    for (int i = 0; i < 4; ++i) {
+      acc[2 * i] = T::dot(acc[2 * i], T::and_(u[i], mask), xv);
+      acc[2 * i + 1] = T::dot(acc[2 * i + 1], T::and_(T::srli16_4(u[i]), mask), xv);
+    }
+  }
+  const F vs = T::set1f(f.s);
+  for (int i = 0; i < 4; ++i) {
+    for (int nib = 0; nib < 2; ++nib) {
+      const int64_t r = t + 8 * G * i + 4 * G * nib + 4 * g0;
+      I v = T::to_i32(acc[2 * i + nib]);
+      if (f.corr != 0) v = T::sub32(v, T::set1_32(f.corr));
+      F p = T::mulf(T::mulf(T::halves(f.d + r), vs), T::cvt(v));
+      if (f.m != nullptr) p = T::addf(p, T::mulf(T::halves(f.m + r), T::set1f(f.S)));
+      T::storef(y + r, T::addf(T::loadf(y + r), p));
+    }
+  }
+}
+
+// The lanes of the row tile at t (a tile start): 4 (128 rows), 2 or 1.
+inline int q4_tile_lanes(int64_t n_rows, int64_t t) {
+  const int64_t full = n_rows / 128 * 128;
+  if (t < full) return 4;
+  return n_rows - t >= 64 ? 2 : 1;
+}
+
+// How many active blocks ahead to prefetch: about kQ4PrefetchBytes of weights and scales.
+constexpr int64_t kQ4PrefetchBytes = 6144;
+constexpr int64_t kQ4MaxAhead = 4;
+
+template <typename I>
+void sparse_q4_int(const ColumnWeights& w, const SparseInput& in, int64_t k0, int64_t k1,
+                   int64_t r0, int64_t r1, float* y) {
+  for (int64_t r = r0; r < r1; r += 4) _mm_storeu_ps(y + r, _mm_setzero_ps());
+  if (k1 <= k0) return;
+  const bool q41 = w.type == formats::DType::Q4_1;
+  const size_t cb = w.column_bytes;
+  // Bytes of one block's rows [r0, r1): weights of its active inputs and scales.
+  const int64_t n_in = in.block_first[k1] - in.block_first[k0];
+  const int64_t per_block = (n_in / (k1 - k0)) * (r1 - r0) / 2 + (q41 ? 4 : 2) * (r1 - r0);
+  int64_t ahead = kQ4PrefetchBytes / (per_block > 0 ? per_block : 1);
+  ahead = ahead < 1 ? 1 : ahead > kQ4MaxAhead ? kQ4MaxAhead : ahead;
+  const int64_t header_rows = q41 ? 2 : 1;  // d (and m) arrays
+  // The first blocks: nothing prefetched them.
+  for (int64_t k = k0; k < k0 + ahead && k < k1; ++k) {
+    const uint8_t* blk = w.data + in.blocks[k] * w.block_bytes;
+    for (int64_t h = 0; h < header_rows; ++h) {
+      prefetch_lines(blk + h * 2 * w.n_rows + 2 * r0, 2 * (r1 - r0));
+    }
+    for (int64_t n = in.block_quad[k]; n < in.block_quad[k + 1]; ++n) {
+      for (int l = 0; l < 4; ++l) {
+        prefetch_lines(blk + w.header_bytes + in.quads[n].j[l] * cb + r0 / 2, (r1 - r0) / 2);
+      }
+    }
+  }
+  for (int64_t k = k0; k < k1; ++k) {
+    const int64_t b = in.blocks[k];
+    const uint8_t* blk = w.data + b * w.block_bytes;
+    const uint8_t* cols = blk + w.header_bytes;
+    const auto* d = reinterpret_cast<const uint16_t*>(blk);
+    const Q4Fold fold{d, q41 ? d + w.n_rows : nullptr, in.scale[b], q41 ? 0 : 8 * in.qsum[b],
+                      in.qsum_s[b]};
+    const SparseQuad* q = in.quads.data() + in.block_quad[k];
+    const int64_t nq = in.block_quad[k + 1] - in.block_quad[k];
+    // The block `ahead` places on, whose same tile is prefetched with each tile.
+    const int64_t ka = k + ahead;
+    const uint8_t* blk_a = ka < k1 ? w.data + in.blocks[ka] * w.block_bytes : nullptr;
+    const SparseQuad* qa = ka < k1 ? in.quads.data() + in.block_quad[ka] : nullptr;
+    const int64_t nqa = ka < k1 ? in.block_quad[ka + 1] - in.block_quad[ka] : 0;
+    for (int64_t t = r0; t < r1;) {
+      const int g = q4_tile_lanes(w.n_rows, t);
+      if (blk_a != nullptr) {
+        for (int64_t h = 0; h < header_rows; ++h) {
+          prefetch_lines(blk_a + h * 2 * w.n_rows + 2 * t, 64 * g);
+        }
+        const uint8_t* cols_a = blk_a + w.header_bytes + t / 2;
+        for (int64_t n = 0; n < nqa; ++n) {
+          for (int l = 0; l < 4; ++l) prefetch_lines(cols_a + qa[n].j[l] * cb, 16 * g);
+        }
+      }
+      if (g == 4) {
+        I::template tile<4>(cols, cb, q, nq, t, fold, y);
+      } else if (g == 2) {
+        I::template tile<2>(cols, cb, q, nq, t, fold, y);
+      } else {
+        I::template tile<1>(cols, cb, q, nq, t, fold, y);
+      }
+      t += 32 * g;
+    }
+  }
+}
+
+// The kernel (SparseGemvFn) on V (float) and Q4 (integer).
+template <typename V, typename Q4>
+void sparse_gemv_simd(const ColumnWeights& w, const SparseInput& in, int64_t k0, int64_t k1,
+                      int64_t r0, int64_t r1, float* y, float* scratch) {
+  if (w.type == formats::DType::Q4_0 || w.type == formats::DType::Q4_1) {
+    sparse_q4_int<Q4>(w, in, k0, k1, r0, r1, y);
+    return;
+  }
+  const int64_t i0 = in.block_first[k0], n_active = in.block_first[k1] - i0;
+  const int32_t* idx = in.idx + i0;
   if (w.type != formats::DType::F16 || n_active == 0) {
     for (int64_t r = r0; r < r1; r += V::kLanes) V::store(y + r, V::zero());
   }
-  switch (w.type) {
-    case formats::DType::F16: sparse_f16<V>(w, x, idx, n_active, r0, r1, y); break;
-    case formats::DType::Q8_0:
-      sparse_quantized<V, typename V::Q8Codes>(w, x, idx, n_active, r0, r1, y, scratch);
-      break;
-    default:
-      sparse_quantized<V, typename V::Q4Codes>(w, x, idx, n_active, r0, r1, y, scratch);
-      break;
+  if (w.type == formats::DType::F16) {
+    sparse_f16<V>(w, in.x, idx, n_active, r0, r1, y);
+  } else {
+    sparse_quantized<V, typename V::Q8Codes>(w, in.x, idx, n_active, r0, r1, y, scratch);
   }
 }
 

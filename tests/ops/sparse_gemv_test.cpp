@@ -1,6 +1,7 @@
 // Sparse matrix-vector products (ops/sparse_gemv.h): the column layout against the row-major
-// weights it came from, the scalar kernel against a double-precision sum, the AVX2 kernel
-// against the scalar one, and both against the dense product ops::matmul.
+// weights it came from, the scalar kernel against a double-precision sum, the SIMD kernels
+// against the scalar one (bit for bit for the integer Q4 kernels), and all against the dense
+// product ops::matmul (for Q4: up to float summation order).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -23,7 +24,7 @@ namespace {
 using formats::DType;
 using testing::randn;
 
-constexpr int64_t kRowCounts[] = {32, 192, 576, 1536};
+constexpr int64_t kRowCounts[] = {32, 96, 192, 576, 1536};  // every Q4 tile kind
 constexpr int64_t kColCounts[] = {64, 576, 1536};
 constexpr double kDensities[] = {0.0, 0.1, 0.5, 1.0};
 
@@ -96,11 +97,54 @@ std::vector<double> magnitudes(const Matrix& m, const std::vector<float>& x) {
   return mag;
 }
 
+bool is_q4(DType t) { return t == DType::Q4_0 || t == DType::Q4_1; }
+
+SparseInput prepare(const std::vector<float>& x, const std::vector<int32_t>& idx) {
+  SparseInput in;
+  prepare_sparse_input(x.data(), idx.data(), static_cast<int64_t>(idx.size()),
+                       static_cast<int64_t>(x.size()), in);
+  return in;
+}
+
 std::vector<float> run(SparseGemvFn fn, const Matrix& m, const std::vector<float>& x,
                        const std::vector<int32_t>& idx) {
+  const SparseInput in = prepare(x, idx);
   std::vector<float> y(m.n_rows), scratch(m.n_rows);
-  fn(m.columns, x.data(), idx.data(), static_cast<int64_t>(idx.size()), 0, m.n_rows, y.data(),
+  fn(m.columns, in, 0, static_cast<int64_t>(in.blocks.size()), 0, m.n_rows, y.data(),
      scratch.data());
+  return y;
+}
+
+// The Q4 products' definition (sparse_gemv.h) in double, from the row-major blocks and the
+// dense path's own Q8_1 quantization of x.
+std::vector<double> q4_reference(const Matrix& m, const std::vector<float>& x) {
+  const auto& xk = formats::kernels(DType::Q8_1, Isa::Scalar);
+  std::vector<formats::BlockQ8_1> xq(m.n_cols / 32);
+  xk.quantize_row(x.data(), xq.data(), m.n_cols);
+  std::vector<double> y(m.n_rows, 0.0);
+  for (int64_t r = 0; r < m.n_rows; ++r) {
+    for (int64_t b = 0; b < m.n_cols / 32; ++b) {
+      double d = 0, mn = 0;
+      const uint8_t* qs = nullptr;
+      if (m.type == DType::Q4_0) {
+        const auto& blk = reinterpret_cast<const formats::BlockQ4_0*>(m.view.row(r))[b];
+        d = f16_to_f32(blk.d);
+        qs = blk.qs;
+      } else {
+        const auto& blk = reinterpret_cast<const formats::BlockQ4_1*>(m.view.row(r))[b];
+        d = f16_to_f32(blk.d);
+        mn = f16_to_f32(blk.m);
+        qs = blk.qs;
+      }
+      int64_t sum = 0;
+      for (int j = 0; j < 32; ++j) {
+        const int q = j < 16 ? qs[j] & 0xF : qs[j - 16] >> 4;
+        sum += (m.type == DType::Q4_0 ? q - 8 : q) * xq[b].qs[j];
+      }
+      y[r] += d * f16_to_f32(xq[b].d) * double(sum);
+      if (m.type == DType::Q4_1) y[r] += mn * f16_to_f32(xq[b].s);
+    }
+  }
   return y;
 }
 
@@ -149,14 +193,20 @@ TEST_P(SparseGemvTest, ColumnLayoutIsLossless) {
   }
 }
 
-// (b) The scalar kernel is the plain sum over the active inputs, up to float rounding.
+// (b) The scalar kernel is the plain sum over the active inputs (Q4: over the dense path's
+// quantized x), up to float rounding.
 TEST_P(SparseGemvTest, ScalarEqualsDoubleReference) {
   for_each_case([](const Matrix& m, const std::vector<float>& x, const std::vector<int32_t>& idx) {
     const auto y = run(sparse_gemv_scalar, m, x, idx);
     const auto mag = magnitudes(m, x);
+    const auto q4 = is_q4(m.type) ? q4_reference(m, x) : std::vector<double>();
     for (int64_t r = 0; r < m.n_rows; ++r) {
       double ref = 0;
-      for (int32_t c : idx) ref += double(m.w[r * m.n_cols + c]) * double(x[c]);
+      if (is_q4(m.type)) {
+        ref = q4[r];
+      } else {
+        for (int32_t c : idx) ref += double(m.w[r * m.n_cols + c]) * double(x[c]);
+      }
       // Float sums of at most 1536 terms (the worst seen here: 2e-7 of the magnitude).
       ASSERT_NEAR(y[r], ref, 1e-6 * mag[r] + 1e-30) << "row " << r;
     }
@@ -172,6 +222,7 @@ std::vector<std::pair<const char*, SparseGemvFn>> simd_kernels() {
 }
 
 // (c) The SIMD twins sum in the scalar order; only their fused multiply-adds round differently.
+// The Q4 kernels are integer sums folded with the same float operations: equal bit for bit.
 TEST_P(SparseGemvTest, SimdEqualsScalar) {
   if (simd_kernels().empty()) GTEST_SKIP() << "no AVX2";
   for_each_case([](const Matrix& m, const std::vector<float>& x, const std::vector<int32_t>& idx) {
@@ -180,6 +231,10 @@ TEST_P(SparseGemvTest, SimdEqualsScalar) {
     for (const auto& [name, fn] : simd_kernels()) {
       const auto got = run(fn, m, x, idx);
       for (int64_t r = 0; r < m.n_rows; ++r) {
+        if (is_q4(m.type)) {
+          ASSERT_EQ(got[r], want[r]) << name << " row " << r;
+          continue;
+        }
         // The worst seen here: 2e-7 of the magnitude.
         ASSERT_NEAR(got[r], want[r], 1e-6 * mag[r] + 1e-30) << name << " row " << r;
       }
@@ -190,8 +245,9 @@ TEST_P(SparseGemvTest, SimdEqualsScalar) {
 // (d) Sparse and dense products of the same zeroed input agree. The dense one (ops::matmul)
 // first converts x to the weight format's vec_dot_type: f16 for F16, Q8_0 (8-bit codes, one
 // half scale per 32) for Q8_0 and Q4_0, Q8_1 for Q4_1 (whose min term also uses the block sum
-// s rounded to a half). So the two differ by at most sum_c |W[r,c]| * |x[c] - x8[c]| (x8: x
-// rounded that way), plus |m| * |s| * 2^-11 per Q4_1 block, plus float rounding.
+// s rounded to a half). For F16 and Q8_0 (float sparse kernels) the two differ by at most
+// sum_c |W[r,c]| * |x[c] - x8[c]| (x8: x rounded that way), plus float rounding. The Q4 kernels
+// use the dense path's quantized x themselves, so they differ by float rounding only.
 TEST_P(SparseGemvTest, EqualsDenseMatmulUpToActivationRounding) {
   ThreadPool pool(2);
   MatmulScratch mm;
@@ -208,36 +264,37 @@ TEST_P(SparseGemvTest, EqualsDenseMatmulUpToActivationRounding) {
     xk.dequantize_row(xq.data(), x8.data(), m.n_cols);
     const auto mag = magnitudes(m, x);
     for (int64_t r = 0; r < m.n_rows; ++r) {
+      if (is_q4(m.type)) {
+        // The worst seen here: 3e-7 of the magnitude.
+        ASSERT_NEAR(y[r], dense[r], 1e-6 * mag[r] + 1e-30) << "row " << r;
+        continue;
+      }
       double bound = 1e-6 * mag[r];
       for (int64_t c = 0; c < m.n_cols; ++c) {
         bound += std::fabs(double(m.w[r * m.n_cols + c])) * std::fabs(double(x[c]) - x8[c]);
-      }
-      if (m.type == DType::Q4_1) {
-        const auto* blocks = reinterpret_cast<const formats::BlockQ4_1*>(m.view.row(r));
-        for (int64_t b = 0; b < m.n_cols / 32; ++b) {
-          double s = 0;
-          for (int j = 0; j < 32; ++j) s += std::fabs(x8[b * 32 + j]);
-          bound += std::fabs(f16_to_f32(blocks[b].m)) * s * std::ldexp(1.0, -11);
-        }
       }
       ASSERT_NEAR(y[r], dense[r], bound) << "row " << r;
     }
   });
 }
 
-// (e) A row slice writes its rows only, with the values of the full product.
+// (e) A row slice writes its rows only, with the values of the full product. Q4 slices start
+// and end on row tiles (multiples of 128, or n_rows); 352 rows = tiles of 128, 128, 64, 32.
 TEST_P(SparseGemvTest, RowSlicesWriteOnlyTheirRows) {
-  const Matrix m = make_matrix(GetParam(), 192, 576, 11);
+  const Matrix m = make_matrix(GetParam(), 352, 576, 11);
   const auto x = sparse_x(576, 0.5, 12);
   const auto idx = active_of(x);
-  const int64_t n_active = static_cast<int64_t>(idx.size());
+  const SparseInput in = prepare(x, idx);
+  const auto n_kb = static_cast<int64_t>(in.blocks.size());
   std::vector<std::pair<const char*, SparseGemvFn>> kernels = simd_kernels();
   kernels.emplace_back("scalar", sparse_gemv_scalar);
+  std::vector<std::pair<int64_t, int64_t>> slices = {{0, 128}, {128, 352}, {256, 352}, {128, 128}};
+  if (!is_q4(GetParam())) slices.insert(slices.end(), {{0, 32}, {32, 96}, {320, 352}});
   for (const auto& [name, fn] : kernels) {
     const auto full = run(fn, m, x, idx);
-    for (auto [r0, r1] : {std::pair<int64_t, int64_t>{0, 32}, {32, 96}, {160, 192}, {64, 64}}) {
+    for (auto [r0, r1] : slices) {
       std::vector<float> y(m.n_rows, -123.0f), scratch(r1 - r0 + 1);
-      fn(m.columns, x.data(), idx.data(), n_active, r0, r1, y.data(), scratch.data());
+      fn(m.columns, in, 0, n_kb, r0, r1, y.data(), scratch.data());
       for (int64_t r = 0; r < m.n_rows; ++r) {
         const float want = r >= r0 && r < r1 ? full[r] : -123.0f;
         ASSERT_EQ(y[r], want) << name << " slice [" << r0 << ", " << r1 << ") row " << r;
@@ -277,6 +334,36 @@ TEST_P(SparseGemvTest, ThreadedDriverEqualsKernel) {
   }
 }
 
+// The grouped entry (one parallel region for several matrices of one input) equals separate
+// calls bit for bit, on any number of threads; the prepared and unprepared entries agree.
+TEST_P(SparseGemvTest, GroupedEqualsSeparateCalls) {
+  const Matrix a = make_matrix(GetParam(), 576, 576, 21);
+  const Matrix b = make_matrix(GetParam(), 192, 576, 22);
+  const Matrix c = make_matrix(GetParam(), 1536, 576, 23);
+  for (double density : kDensities) {
+    const auto x = sparse_x(576, density, 24);
+    const auto idx = active_of(x);
+    const SparseInput in = prepare(x, idx);
+    for (int threads : {1, 2, 3}) {
+      ThreadPool pool(threads);
+      SparseScratch scratch;
+      std::vector<float> ya(a.n_rows), yb(b.n_rows), yc(c.n_rows);
+      std::vector<float> ga(a.n_rows, -1.0f), gb(b.n_rows, -1.0f), gc(c.n_rows, -1.0f);
+      sparse_gemv(a.columns, in, ya.data(), pool, scratch);
+      sparse_gemv(b.columns, x.data(), idx.data(), static_cast<int64_t>(idx.size()), yb.data(),
+                  pool, scratch);
+      sparse_gemv(c.columns, in, yc.data(), pool, scratch);
+      for (int rep = 0; rep < 2; ++rep) {
+        sparse_gemv({{&a.columns, ga.data()}, {&b.columns, gb.data()}, {&c.columns, gc.data()}},
+                    in, pool, scratch);
+        ASSERT_EQ(ga, ya) << threads << " threads, density " << density;
+        ASSERT_EQ(gb, yb) << threads << " threads, density " << density;
+        ASSERT_EQ(gc, yc) << threads << " threads, density " << density;
+      }
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(SparseGemv, SparseGemvTest,
                          ::testing::Values(DType::F16, DType::Q8_0, DType::Q4_0, DType::Q4_1),
                          [](const auto& info) { return name_of(info.param); });
@@ -308,6 +395,25 @@ TEST(SparseGemvLayout, RejectsBadShapesAndFormats) {
   empty = std::move(moved);
   EXPECT_EQ(empty.bytes(), 2u * 34u * 32u);
   EXPECT_EQ(moved.data, nullptr);
+}
+
+// A product whose input has another column count is refused.
+TEST(SparseGemvLayout, RejectsMismatchedInput) {
+  std::vector<uint8_t> bytes(32 * 18 * 2, 0);
+  const WeightView v{DType::Q4_0, 64, 32, 36, bytes.data()};
+  const ColumnWeights w = to_column_layout(v);
+  std::vector<float> x(96, 1.0f), y(32);
+  std::vector<int32_t> idx(96);
+  std::iota(idx.begin(), idx.end(), 0);
+  ThreadPool pool(1);
+  SparseScratch scratch;
+  SparseInput in;
+  prepare_sparse_input(x.data(), idx.data(), 96, 96, in);  // 96 columns, the matrix has 64
+  EXPECT_THROW(sparse_gemv(w, in, y.data(), pool, scratch), UsageError);
+  EXPECT_THROW(sparse_gemv({{&w, y.data()}}, in, pool, scratch), UsageError);
+  prepare_sparse_input(x.data(), idx.data(), 40, 40, in);  // 40 columns: not quantized
+  EXPECT_FALSE(in.quantized);
+  EXPECT_THROW(sparse_gemv(w, in, y.data(), pool, scratch), UsageError);
 }
 
 // The indices of the non-zero inputs: every twin gives the definition's list.

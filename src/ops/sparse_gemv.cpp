@@ -104,7 +104,10 @@ float ColumnWeights::weight(int64_t r, int64_t c) const {
   const float d = f16_to_f32(reinterpret_cast<const f16_t*>(blk)[r]);
   if (type == DType::Q8_0) return d * static_cast<float>(static_cast<int8_t>(col[r]));
   int shift = 0;
-  const int q = (col[q4_code_offset(n_rows, r, &shift)] >> shift) & 0xF;
+  // Offset first, then the shift it sets: GCC 12 with -fsanitize=shift reads `shift` before the
+  // call when both sit in one expression (despite C++17's left-to-right rule for >>).
+  const int64_t at = q4_code_offset(n_rows, r, &shift);
+  const int q = (col[at] >> shift) & 0xF;
   if (type == DType::Q4_0) return d * static_cast<float>(q - 8);
   const float m = f16_to_f32(reinterpret_cast<const f16_t*>(blk)[n_rows + r]);
   return d * static_cast<float>(q) + m;  // as dequantize_row_q4_1: one product, one sum

@@ -178,7 +178,10 @@ void forward_llama_layer(const Model& m, int64_t il, KvCache& kv, ForwardScratch
   };
   auto smm = [&](std::initializer_list<Product> ps, const float* xin, int64_t n_in,
                  int64_t kept) {
-    bool sparse = n == 1;
+    // Above ~70% kept the sparse kernels lose to the dense ones (docs/FORMATS.md: 0.5-1.4x at
+    // 100%, 1.2-2x at 50%), so a token that keeps more runs densely.
+    constexpr double kSparseMaxDensity = 0.7;
+    bool sparse = n == 1 && static_cast<double>(kept) <= kSparseMaxDensity * static_cast<double>(n_in);
     for (const Product& p : ps) sparse = sparse && p.cw->n_rows > 0;
     if (!sparse) {
       for (const Product& p : ps) ops::matmul(*p.w, xin, n, n_in, p.y, p.w->n_rows, pool, s.mm);

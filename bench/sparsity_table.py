@@ -70,6 +70,13 @@ def perplexity(sq, model, base_logits, chunks, level):
     return r
 
 
+def read_fraction(method, density):
+    """Fraction of a block's weights one token reads. TEAL's density is already weighted by the
+    weights behind each site; CATS and ReLU read attention (1/4 of SmolLM2's block weights) and
+    the gate (1/4) densely and up + down (1/2) at the neuron density."""
+    return density if method == "teal" else 0.5 + 0.5 * density
+
+
 def tg128(sq, model, reps, level):
     cmd = [sq, "bench", "-m", model, "-p", "0", "-n", "128", "-r", str(reps), "--json"]
     if level is not None:
@@ -141,6 +148,24 @@ def main():
                     save()
                     print(f"{qkey}: {res[qkey]}", file=sys.stderr, flush=True)
 
+        # ReLU-fication: no thresholds, one level (0).
+        f = os.path.join(a.out, f"{fmt}-relu.gguf")
+        files[(fmt, "relu")] = f
+        key = f"sparsify/{fmt}/relu"
+        if key not in res or not os.path.exists(f):
+            p = run([sq, "sparsify", "-m", src, "-o", f, "--method", "relu",
+                     "--calib-samples", str(a.calib_samples), "-t", str(a.threads)])
+            m = re.search(r"at sparsity 0.00 \(target density 1.00\): gate_act ([\d.]+)", p.stderr)
+            batch = {int(m2.group(1)): float(m2.group(2))
+                     for m2 in re.finditer(r"b=(\d+) ([\d.]+)", p.stderr)}
+            res[key] = {"heldout": {0.0: float(m.group(1))}, "batch": batch}
+            save()
+        qkey = f"quality/{fmt}/relu/0"
+        if qkey not in res:
+            res[qkey] = perplexity(sq, f, base_logits, a.chunks, 0)
+            save()
+            print(f"{qkey}: {res[qkey]}", file=sys.stderr, flush=True)
+
     if not a.no_speed:
         llama = {}
         if not a.no_llamacpp:
@@ -160,6 +185,8 @@ def main():
                     for level in LEVELS:
                         samples.setdefault(f"{fmt}/{method}/{level}", []).append(
                             tg128(sq, files[(fmt, method)], a.reps, level))
+                samples.setdefault(f"{fmt}/relu/0", []).append(
+                    tg128(sq, files[(fmt, "relu")], a.reps, 0))
             print(f"speed round {rnd + 1}/{a.rounds}", file=sys.stderr, flush=True)
         res["tg128"] = {k: statistics.median(v) for k, v in samples.items()}
         res["tg128_samples"] = samples
@@ -171,10 +198,11 @@ def main():
         d_tg, l_tg = tg.get(f"{fmt}/dense"), tg.get(f"{fmt}/llama.cpp")
         f1 = lambda v, p=1: "-" if v is None else f"{v:.{p}f}"
         print(f"\n{fmt} (llama.cpp dense tg128 {f1(l_tg, 0)} t/s)\n")
-        print("| method | target sparsity | density (held-back valid) | density (test) | PPL | "
-              "mean KLD | top-1 % | tg128 t/s | vs dense squeeze | vs dense llama.cpp |")
-        print("|---|---|---|---|---|---|---|---|---|---|")
-        print(f"| dense | 0 | 1 | 1 | {dense_q['ppl']:.3f} | {dense_q['kld']:.4f} | "
+        print("| method | target sparsity | density (held-back valid) | density (test) | "
+              "block weights read | PPL | mean KLD | top-1 % | tg128 t/s | vs dense squeeze | "
+              "vs dense llama.cpp |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|")
+        print(f"| dense | 0 | 1 | 1 | 1 | {dense_q['ppl']:.3f} | {dense_q['kld']:.4f} | "
               f"{dense_q['top1']:.2f} | {f1(d_tg, 0)} | 1.00x | "
               f"{'-' if not (d_tg and l_tg) else f'{d_tg / l_tg:.2f}x'} |")
         for method in METHODS:
@@ -183,15 +211,24 @@ def main():
                 q = res[f"quality/{fmt}/{method}/{level}"]
                 t = tg.get(f"{fmt}/{method}/{level}")
                 held = sp["heldout"].get(str(level), sp["heldout"].get(level))
-                print(f"| {method} | {level} | {f1(held, 3)} | {q['density']:.3f} | {q['ppl']:.3f} | "
+                print(f"| {method} | {level} | {f1(held, 3)} | {q['density']:.3f} | "
+                      f"{read_fraction(method, q['density']):.2f} | {q['ppl']:.3f} | "
                       f"{q['kld']:.4f} | {q['top1']:.2f} | {f1(t, 0)} | "
                       f"{'-' if not (t and d_tg) else f'{t / d_tg:.2f}x'} | "
                       f"{'-' if not (t and l_tg) else f'{t / l_tg:.2f}x'} |")
+        q = res[f"quality/{fmt}/relu/0"]
+        t = tg.get(f"{fmt}/relu/0")
+        held = list(res[f"sparsify/{fmt}/relu"]["heldout"].values())[0]
+        print(f"| relu (no thresholds) | - | {held:.3f} | {q['density']:.3f} | "
+              f"{read_fraction('relu', q['density']):.2f} | {q['ppl']:.3f} | "
+              f"{q['kld']:.4f} | {q['top1']:.2f} | {f1(t, 0)} | "
+              f"{'-' if not (t and d_tg) else f'{t / d_tg:.2f}x'} | "
+              f"{'-' if not (t and l_tg) else f'{t / l_tg:.2f}x'} |")
         print("\ndensity of the union over a batch of b tokens at sparsity 0.5 (held-back valid):\n")
-        bs = sorted({int(b) for m in METHODS for b in res[f"sparsify/{fmt}/{m}"]["batch"]})
+        bs = sorted({int(b) for m in METHODS + ["relu"] for b in res[f"sparsify/{fmt}/{m}"]["batch"]})
         print("| method | " + " | ".join(f"b={b}" for b in bs) + " |")
         print("|---|" + "---|" * len(bs))
-        for method in METHODS:
+        for method in METHODS + ["relu"]:
             bd = res[f"sparsify/{fmt}/{method}"]["batch"]
             print(f"| {method} | " + " | ".join(f1(bd.get(str(b), bd.get(b)), 3) for b in bs) + " |")
 

@@ -11,8 +11,8 @@
 // of blocks with an active input and the active inputs' weights) over its time, next to this
 // machine's streaming read bandwidth, measured first.
 //
-//   sparse_gemv_bench [--reps N] [--quick] [--copies N]
-// --quick: Q4_0 only; --copies N: cycle over N copies instead (1: the matrix stays in cache,
+//   sparse_gemv_bench [--reps N] [--quick] [--type NAME] [--copies N]
+// --quick: Q4_0 only; --type NAME: that format only (f16, q8_0, q4_0, q4_1); --copies N: cycle over N copies instead (1: the matrix stays in cache,
 // which shows the kernels' compute speed). SQUEEZE_ISA=avx2|scalar picks the kernels of both.
 #include <algorithm>
 #include <chrono>
@@ -115,21 +115,32 @@ int main(int argc, char** argv) {
   int reps = 15;
   bool quick = false;
   int copies = 0;
+  std::string only;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--reps") == 0 && i + 1 < argc) {
       reps = std::max(1, std::atoi(argv[++i]));
     } else if (std::strcmp(argv[i], "--copies") == 0 && i + 1 < argc) {
       copies = std::max(1, std::atoi(argv[++i]));
+    } else if (std::strcmp(argv[i], "--type") == 0 && i + 1 < argc) {
+      only = argv[++i];
     } else if (std::strcmp(argv[i], "--quick") == 0) {
       quick = true;
     } else {
-      std::fprintf(stderr, "usage: sparse_gemv_bench [--reps N] [--quick] [--copies N]\n");
+      std::fprintf(stderr, "usage: sparse_gemv_bench [--reps N] [--quick] [--type NAME] [--copies N]\n");
       return 2;
     }
   }
-  const std::vector<DType> types =
+  std::vector<DType> types =
       quick ? std::vector<DType>{DType::Q4_0}
             : std::vector<DType>{DType::F16, DType::Q8_0, DType::Q4_0, DType::Q4_1};
+  if (!only.empty()) {
+    std::erase_if(types, [&](DType t) { return formats::format_info(t).name != only; });
+    if (types.empty()) {
+      std::fprintf(stderr, "sparse_gemv_bench: --type %s: not one of f16, q8_0, q4_0, q4_1\n",
+                   only.c_str());
+      return 2;
+    }
+  }
   const std::vector<Shape> shapes = {
       {576, 576, "wq/wo"}, {192, 576, "wk/wv"}, {1536, 576, "gate/up"}, {576, 1536, "down"}};
   const double densities[] = {1.0, 0.5, 0.25};

@@ -45,6 +45,19 @@ def load_vs_llamacpp():
     return mod
 
 
+def reexec_into_venv(venv):
+    """Runs this script with the llama-cpp-python venv's python unless it already does."""
+    py = os.path.join(venv, "bin", "python")
+    if not os.path.exists(py):
+        sys.exit(f"no python in the llama-cpp-python venv {venv} (use --llama-venv PATH)")
+    if os.path.realpath(sys.prefix) == os.path.realpath(venv):
+        return
+    if os.environ.get("SQUEEZE_SPARSITY_TABLE_VENV") == venv:
+        sys.exit(f"re-executing into {venv} did not switch the interpreter")
+    env = dict(os.environ, SQUEEZE_SPARSITY_TABLE_VENV=venv)
+    os.execve(py, [py, os.path.abspath(__file__)] + sys.argv[1:], env)
+
+
 def run(cmd):
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode != 0:
@@ -101,7 +114,7 @@ def main():
     a = ap.parse_args()
     vs = load_vs_llamacpp()
     if not a.no_speed and not a.no_llamacpp:
-        vs.reexec_into_venv(a.llama_venv or vs.default_venv())
+        reexec_into_venv(a.llama_venv or vs.default_venv())
     sq = os.path.abspath(a.squeeze)
     os.makedirs(a.out, exist_ok=True)
     res_path = os.path.join(a.out, "results.json")

@@ -1,5 +1,7 @@
 #include "model/act_sparsity.h"
 
+#include <cmath>
+#include <limits>
 #include <string>
 
 #include "core/error.h"
@@ -31,6 +33,31 @@ sparsity::ThresholdTable table_of(const Model& m) {
 
 }  // namespace
 
+// The gate values where |silu_for_threshold(g)| >= t, found by bisection on the float line
+// (SiLU rises for g > kDip, falls below it): the first kept value above 0, and the kept
+// interval of the negative dip.
+void set_gate_interval(SparseLayer& S, float t) {
+  auto kept = [&](float g) { return !(std::fabs(silu_for_threshold(g)) < t); };
+  auto bisect = [&](float lo, float hi, bool kept_at_hi) {  // first float where kept == kept_at_hi
+    for (int i = 0; i < 200 && std::nextafter(lo, hi) < hi; ++i) {
+      const float mid = lo + (hi - lo) / 2;
+      if (kept(mid) == kept_at_hi) hi = mid; else lo = mid;
+    }
+    return hi;
+  };
+  if (t <= 0) {  // everything kept
+    S.keep_above = -std::numeric_limits<float>::infinity();
+    return;
+  }
+  S.keep_above = bisect(0.0f, 1e6f, true);
+  constexpr float kDip = -1.2784645f;  // argmin of SiLU
+  if (kept(kDip)) {
+    S.keep_neg_lo = bisect(-1e3f, kDip, true);
+    // last kept value above the dip: bisect for the first dropped one, step back
+    S.keep_neg_hi = std::nextafter(bisect(kDip, 0.0f, false), -1.0f);
+  }
+}
+
 ActSparsity::ActSparsity(const Model& m, double target, ThreadPool& pool)
     : ActSparsity(m, table_of(m), target, pool) {}
 
@@ -53,6 +80,11 @@ ActSparsity::ActSparsity(const Model& m, sparsity::ThresholdTable table, double 
       SparseLayer& S = layers_[il];
       const LayerWeights& L = m.layers[il];
       for (int s = 0; s < table_.sites(); ++s) S.t[s] = table_.at(il, s, li);
+      if (table_.method == sparsity::Method::Relu) {
+        S.keep_above = std::numeric_limits<float>::denorm_min();
+      } else if (table_.method == sparsity::Method::Cats) {
+        set_gate_interval(S, S.t[sparsity::kGateAct]);
+      }
       int64_t& fb = fallbacks[il];
       if (table_.method == sparsity::Method::Teal) {
         S.wq = columns_or_empty(L.wq, fb);

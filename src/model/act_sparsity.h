@@ -19,6 +19,11 @@ namespace squeeze::model {
 
 struct SparseLayer {
   std::array<float, sparsity::kTealSites> t{};  // per site of the method, at the chosen level
+  // CATS's cut in gate space: |SiLU(g)| >= t  <=>  g >= keep_above, or g within
+  // [keep_neg_lo, keep_neg_hi] (SiLU's negative dip, empty when t exceeds its depth 0.278).
+  // ReLU: keep_above = the smallest positive float, empty dip.
+  float keep_above = 0, keep_neg_lo = 1, keep_neg_hi = 0;
+  bool keep_gate(float g) const { return g >= keep_above || (g >= keep_neg_lo && g <= keep_neg_hi); }
   // Column layouts of the matrices read with a sparse input (empty where unused, or where the
   // weight format has none: those run densely on the zeroed input).
   ops::ColumnWeights wq, wk, wv, wo, gate, up, down;
@@ -68,6 +73,9 @@ double weighted_density(const Model& m, sparsity::Method method,
 // Zeroes x[i] with |x[i]| < t, writes the indices of the others (ascending) to idx and returns
 // their count.
 int64_t apply_threshold(float* x, int64_t n, float t, int32_t* idx);
+
+// Sets S's gate-space cut for CATS threshold t: keep_gate(g) == !(|silu_for_threshold(g)| < t).
+void set_gate_interval(SparseLayer& S, float t);
 
 // SiLU as the threshold sees it (x / (1 + e^-x)); CATS compares |silu(gate)| with t.
 inline float silu_for_threshold(float x) { return x / (1.0f + std::exp(-x)); }

@@ -249,42 +249,36 @@ void forward_llama_layer(const Model& m, int64_t il, KvCache& kv, ForwardScratch
     const int64_t kept_act = sparsify(s.gate.data(), n_ff, sparsity::kFfnAct);
     smm({{&SL->down, &L.ffn_down, s.proj.data()}}, s.gate.data(), n_ff, kept_act);
   } else if (sp != nullptr) {
-    // CATS (and ReLU): the gate is dense; neurons with |SiLU(gate)| < t are dropped, so their up rows and
-    // down columns are never read (one token) or multiply zeros (a batch).
-    mm(L.ffn_gate, s.xn.data(), s.gate.data());
+    // CATS (and ReLU-fication, ReLU for SiLU): neurons with |act(gate)| < t are dropped, so
+    // their down columns are never read (one token) or multiply zeros (a batch). gate and up
+    // run densely in one region: reading only the kept up rows through per-row dot products
+    // measured slower than the tiled dense product at these sizes.
+    ops::matmul({{&L.ffn_gate, s.gate.data(), n_ff}, {&L.ffn_up, s.up.data(), n_ff}},
+                s.xn.data(), n, n_embd, pool, s.mm);
     cb("ffn_gate", s.gate.data(), n, n_ff);
-    // ReLU-fication: the same skipping, with ReLU(gate) for SiLU(gate) and gate > 0 as the cut.
     const bool relu = sp->method() == sparsity::Method::Relu;
-    const float t = SL->t[sparsity::kGateAct];
-    auto keep = [&](float g) { return relu ? g > 0.0f : !(std::fabs(silu_for_threshold(g)) < t); };
     int64_t kept = 0, total = 0;
     for (int64_t r = 0; r < n; ++r) {
-      const float* g = s.gate.data() + r * n_ff;
+      float* g = s.gate.data() + r * n_ff;
+      float* u = s.up.data() + r * n_ff;
       kept = 0;
       for (int64_t i = 0; i < n_ff; ++i) {
-        if (keep(g[i])) s.idx[kept++] = static_cast<int32_t>(i);
+        if (SL->keep_gate(g[i])) {
+          s.idx[kept++] = static_cast<int32_t>(i);
+        } else {
+          u[i] = 0.0f;  // act(g) * 0 = 0
+        }
       }
       total += kept;
     }
-    auto activate = [&](int64_t count) {  // gate <- act(gate) * up
-      if (relu) {
-        for (int64_t i = 0; i < count; ++i) s.gate[i] = s.gate[i] > 0.0f ? s.gate[i] * s.up[i] : 0.0f;
-      } else {
-        ops::swiglu(s.gate.data(), s.up.data(), count, s.gate.data());
-      }
-    };
     s.counters.kept[sparsity::kGateAct] += static_cast<uint64_t>(total);
     s.counters.seen[sparsity::kGateAct] += static_cast<uint64_t>(n * n_ff);
-    if (n == 1) {
-      std::fill(s.up.begin(), s.up.begin() + n_ff, 0.0f);
-      ops::matmul_rows(L.ffn_up, s.xn.data(), s.idx.data(), kept, s.up.data(), pool, s.mm);
-      activate(n_ff);  // 0 where up is 0
-    } else {
-      mm(L.ffn_up, s.xn.data(), s.up.data());
+    if (relu) {
       for (int64_t i = 0; i < n * n_ff; ++i) {
-        if (!keep(s.gate[i])) s.up[i] = 0.0f;
+        s.gate[i] = s.gate[i] > 0.0f ? s.gate[i] * s.up[i] : 0.0f;
       }
-      activate(n * n_ff);
+    } else {
+      ops::swiglu(s.gate.data(), s.up.data(), n * n_ff, s.gate.data());
     }
     cb("ffn_act", s.gate.data(), n, n_ff);
     smm({{&SL->down, &L.ffn_down, s.proj.data()}}, s.gate.data(), n_ff, kept);

@@ -212,6 +212,27 @@ TEST_F(ActSparsityTest, ReluDropsNonPositiveGates) {
   EXPECT_NEAR(c.density(0), r.heldout_density[0][0], 0.1);
 }
 
+// The gate-space cut equals the threshold on |SiLU(gate)| it replaces, on both sides of SiLU's
+// dip (t below its depth 0.278: a kept interval of negative gates; above: none).
+TEST(GateInterval, EqualsTheSiluThreshold) {
+  std::mt19937_64 rng(17);
+  std::uniform_real_distribution<float> u(-12.0f, 12.0f);
+  for (float t : {0.0f, 0.01f, 0.1f, 0.2f, 0.27f, 0.2785f, 0.3f, 0.5f, 2.0f, 10.0f}) {
+    model::SparseLayer S;
+    model::set_gate_interval(S, t);
+    for (int i = 0; i < 200000; ++i) {
+      const float g = i < 1000 ? -1.2784645f + (i - 500) * 1e-3f : u(rng);
+      ASSERT_EQ(S.keep_gate(g), !(std::fabs(model::silu_for_threshold(g)) < t))
+          << "t " << t << " g " << g;
+    }
+    // The boundaries themselves.
+    EXPECT_TRUE(S.keep_gate(S.keep_above)) << t;
+    if (t > 0) {
+      EXPECT_FALSE(S.keep_gate(std::nextafter(S.keep_above, 0.0f))) << t;
+    }
+  }
+}
+
 TEST_F(ActSparsityTest, MissingTableOrLevelIsAClearError) {
   EXPECT_THROW((model::ActSparsity{*model_, 0.5, pool_}), UsageError);  // no table in the file
   const compress::SparsifyResult r = calibrate(Method::Teal, 0.5);

@@ -3,34 +3,19 @@
 // SIGTERM stops and leaves no output behind.
 #include <unistd.h>
 
-#include <cerrno>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
-#include <fstream>
 #include <iostream>
-#include <sstream>
 
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "compress/calib.h"
 #include "compress/output.h"
 #include "compress/sparsify.h"
 #include "core/timer.h"
 #include "model/model.h"
 
 namespace squeeze::cli {
-
-namespace {
-
-std::string read_whole(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw UsageError("cannot open calibration text " + path + ": " + std::strerror(errno));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-}  // namespace
 
 int cmd_sparsify(int argc, char** argv) {
   CLI::App app{"Calibrate activation-sparsity thresholds on text and write them into a copy of "
@@ -87,7 +72,7 @@ int cmd_sparsify(int argc, char** argv) {
     if (threads < 0) throw UsageError("--threads must be positive");
     auto model = model::Model::load(resolve_model_path(in));
     compress::check_output_path(model->file(), out);
-    const std::string text = read_whole(calib);
+    const std::string text = compress::read_calibration_text(calib);
     tokenizer::Tokenizer tok(tokenizer::read_vocab(model->file()));
     ThreadPool pool(threads > 0 ? threads : ThreadPool::default_threads());
 

@@ -3,6 +3,8 @@
 #include <cblas.h>
 
 #include <cstring>
+#include <fstream>
+#include <sstream>
 #include <random>
 
 #include "core/error.h"
@@ -33,6 +35,14 @@ void symmetrize(std::vector<double>& h, int64_t n) {
 }
 
 }  // namespace
+
+std::string read_calibration_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw UsageError("cannot read calibration text '" + path + "'");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
 
 std::string fnv1a64_hex(std::string_view bytes) {
   uint64_t h = 0xcbf29ce484222325ull;

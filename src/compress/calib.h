@@ -30,6 +30,9 @@ struct CalibSamples {
 CalibSamples sample_calibration_text(const std::string& text, const tokenizer::Tokenizer& tok,
                                      int64_t n_samples, int64_t ctx, uint64_t seed);
 
+// The whole calibration text file. Throws UsageError ("cannot read calibration text ...").
+std::string read_calibration_text(const std::string& path);
+
 // FNV-1a 64 of bytes, as 16 hex digits.
 std::string fnv1a64_hex(std::string_view bytes);
 

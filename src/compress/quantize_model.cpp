@@ -93,14 +93,6 @@ std::vector<float> dequantize(DType type, const void* data, int64_t cols, int64_
   return w;
 }
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw UsageError("cannot read calibration text '" + path + "'");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
 std::string fmt(const char* f, double a) {
   char buf[64];
   std::snprintf(buf, sizeof buf, f, a);
@@ -174,7 +166,7 @@ QuantizeStats quantize_model(const std::string& model_path, const std::string& o
   const gguf::File& src = m->file();
   check_output_path(src, out_path);
   std::string calib_text;
-  if (gptq) calib_text = read_file(o.calib_path);
+  if (gptq) calib_text = read_calibration_text(o.calib_path);
 
   // --- the plan, checked in full before any work ---
   std::vector<Plan> plan;

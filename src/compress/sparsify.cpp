@@ -99,9 +99,11 @@ SparsifyResult calibrate_sparsity(const model::Model& m, const tokenizer::Tokeni
       h.add(data, rows * width);
     }
   });
+  int64_t sample_index = 0;  // the window being run (the batch masks' row)
   auto run_all = [&](const CalibSamples& set, const std::string& stage) {
     for (size_t i = 0; i < set.samples.size(); ++i) {
       if (cancelled(opts.cancel)) throw interrupted;
+      sample_index = static_cast<int64_t>(i);
       ctx.reset();
       const auto& sample = set.samples[i];
       ctx.decode_from(sample, static_cast<int64_t>(sample.size()));
@@ -193,7 +195,6 @@ SparsifyResult calibrate_sparsity(const model::Model& m, const tokenizer::Tokeni
   const int64_t n_held = opts.heldout_samples * opts.ctx;
   std::vector<std::vector<uint64_t>> masks(n_hist);  // [layer, site] -> [token][words]
   std::vector<int64_t> widths(n_hist, 0);
-  int64_t sample_index = 0;
   for (size_t li = 0; li < opts.levels.size(); ++li) {
     const model::ActSparsity policy(m, t, opts.levels[li], pool);
     if (li == 0) {
@@ -207,14 +208,14 @@ SparsifyResult calibrate_sparsity(const model::Model& m, const tokenizer::Tokeni
           widths[h] = width;
           masks[h].assign(static_cast<size_t>(n_held * words), 0);
         }
-        const float th = policy.layer(layer).t[site];
+        // The run-time rule: |x| >= t (TEAL), the gate-space cut (CATS, ReLU).
+        const model::SparseLayer& S = policy.layer(layer);
+        const float th = S.t[site];
         for (int64_t p = 0; p < rows; ++p) {
           uint64_t* bits = masks[h].data() + (sample_index * opts.ctx + p) * words;
           for (int64_t i = 0; i < width; ++i) {
             const float v = data[p * width + i];
-            const bool kept = method == Method::Relu   ? v > 0.0f
-                              : method == Method::Cats ? !(std::fabs(model::silu_for_threshold(v)) < th)
-                                                       : !(std::fabs(v) < th);
+            const bool kept = method == Method::Teal ? !(std::fabs(v) < th) : S.keep_gate(v);
             if (kept) bits[i / 64] |= uint64_t{1} << (i % 64);
           }
         }
@@ -224,16 +225,7 @@ SparsifyResult calibrate_sparsity(const model::Model& m, const tokenizer::Tokeni
     ctx.reset_sparsity_counters();
     char stage[64];
     std::snprintf(stage, sizeof stage, "held-back check %.2f", policy.level());
-    for (size_t i = 0; i < held.samples.size(); ++i) {
-      if (cancelled(opts.cancel)) throw interrupted;
-      sample_index = static_cast<int64_t>(i);
-      ctx.reset();
-      const auto& sample = held.samples[i];
-      ctx.decode_from(sample, static_cast<int64_t>(sample.size()));
-      if (opts.progress) {
-        opts.progress(stage, static_cast<int64_t>(i + 1), static_cast<int64_t>(held.samples.size()));
-      }
-    }
+    run_all(held, stage);
     ctx.set_callback(nullptr);
     ctx.set_act_sparsity(nullptr);
     const model::SparsityCounters& c = ctx.sparsity_counters();

@@ -79,7 +79,7 @@ int cmd_bench(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   app.add_option("--seed", bo.seed, "seed of the random token ids")->capture_default_str();
-  std::optional<double> act_sparsity;
+  ActSparsityOptions act_sparsity;
   add_act_sparsity_option(app, act_sparsity);
   app.add_flag("--no-warmup", no_warmup, "skip the warm-up run before each test");
   app.add_flag("--json", as_json, "print one JSON object (fields: docs/BENCHMARKS.md)");

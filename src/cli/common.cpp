@@ -44,23 +44,31 @@ void ModelOptions::add_to(CLI::App& app) {
   add_act_sparsity_option(app, act_sparsity);
 }
 
-void add_act_sparsity_option(CLI::App& app, std::optional<double>& level) {
-  app.add_option("--act-sparsity", level,
+void add_act_sparsity_option(CLI::App& app, ActSparsityOptions& o) {
+  app.add_option("--act-sparsity", o.level,
                  "zero activations below the thresholds of this level (0..0.99) of the file's "
                  "table, made by squeeze sparsify; decode then reads only the weights of the "
                  "activations kept")
       ->check(CLI::Range(0.0, 0.99));
+  app.add_option("--head-sparsity", o.head,
+                 "with --act-sparsity on a TEAL file: also zero the output head's inputs below "
+                 "the head thresholds of this level (0..0.99); the head is a fifth of a small "
+                 "model's weights (default: the head stays dense, as in TEAL)")
+      ->check(CLI::Range(0.0, 0.99));
 }
 
 std::unique_ptr<model::ActSparsity> enable_act_sparsity(const model::Model& m,
-                                                        std::optional<double> level,
+                                                        const ActSparsityOptions& o,
                                                         model::Context& ctx, ThreadPool& pool) {
-  if (!level) return nullptr;
-  auto policy = std::make_unique<model::ActSparsity>(m, *level, pool);
+  if (o.head && !o.level) throw UsageError("--head-sparsity needs --act-sparsity");
+  if (!o.level) return nullptr;
+  auto policy = std::make_unique<model::ActSparsity>(m, *o.level, pool, o.head);
   ctx.set_act_sparsity(policy.get());
-  std::fprintf(stderr, "act-sparsity: %s at level %.2f, column layouts %.1f MiB%s\n",
+  char head[64] = "";
+  if (policy->head().on) std::snprintf(head, sizeof head, ", head at level %.2f", policy->head().level);
+  std::fprintf(stderr, "act-sparsity: %s at level %.2f%s, column layouts %.1f MiB%s\n",
                std::string(sparsity::method_name(policy->method())).c_str(), policy->level(),
-               policy->bytes() / 1048576.0,
+               head, policy->bytes() / 1048576.0,
                policy->n_dense_fallback() > 0
                    ? (", " + std::to_string(policy->n_dense_fallback()) +
                       " matrices without a column layout run densely")
@@ -81,6 +89,10 @@ std::string density_text(const model::Model& m, const model::ActSparsity& policy
   }
   if (sites > 1) {
     std::snprintf(buf, sizeof buf, " (weighted by weights %.3f)", c.weighted_density(m, policy.method()));
+    out += buf;
+  }
+  if (policy.head().on) {
+    std::snprintf(buf, sizeof buf, "; head_in %.3f", c.head_density());
     out += buf;
   }
   return out;

@@ -25,23 +25,30 @@ inline constexpr const char* kDefaultModelFile = "SmolLM2-135M-Instruct.Q4_1.ggu
 // the working directory or the binary). Throws UsageError saying how to fetch it if absent.
 std::string resolve_model_path(const std::string& given);
 
+// --act-sparsity and --head-sparsity: levels of the file's thresholds.
+struct ActSparsityOptions {
+  std::optional<double> level;  // the blocks' (TEAL's sites, CATS's, ReLU's)
+  std::optional<double> head;   // the output head's (TEAL tables only)
+};
+
 // Options every model-running command takes.
 struct ModelOptions {
   std::string model;
   int64_t n_ctx = 2048;
   int threads = 0;  // 0: all hardware threads
-  std::optional<double> act_sparsity;  // --act-sparsity: a level of the file's thresholds
+  ActSparsityOptions act_sparsity;
   void add_to(CLI::App& app);
   int resolved_threads() const;
 };
 
-// Adds --act-sparsity to a command.
-void add_act_sparsity_option(CLI::App& app, std::optional<double>& level);
+// Adds --act-sparsity and --head-sparsity to a command.
+void add_act_sparsity_option(CLI::App& app, ActSparsityOptions& o);
 
-// The activation-sparsity policy of `level` (nullptr when not given) for ctx, with one line on
-// stderr saying what runs. Throws UsageError when the file has no thresholds or no such level.
+// The activation-sparsity policy of `o` (nullptr when no level is given) for ctx, with one line
+// on stderr saying what runs. Throws UsageError when the file has no thresholds or no such
+// level, or --head-sparsity comes without --act-sparsity.
 std::unique_ptr<model::ActSparsity> enable_act_sparsity(const model::Model& m,
-                                                        std::optional<double> level,
+                                                        const ActSparsityOptions& o,
                                                         model::Context& ctx, ThreadPool& pool);
 
 // "attn_in 0.501 attn_out 0.498 ... (weighted 0.50)": the density each site reached.

@@ -112,7 +112,11 @@ int cmd_sparsify(int argc, char** argv) {
           std::fprintf(stderr, " %s %.3f", std::string(sparsity::site_name(t.method, s)).c_str(),
                        r.heldout_density[i][s]);
         }
-        std::fprintf(stderr, "; weighted by weights %.3f\n", r.heldout_weighted_density[i]);
+        std::fprintf(stderr, "; weighted by weights %.3f", r.heldout_weighted_density[i]);
+        if (i < r.heldout_head_density.size()) {
+          std::fprintf(stderr, "; head_in %.3f (with --head-sparsity)", r.heldout_head_density[i]);
+        }
+        std::fputc('\n', stderr);
       }
       std::fprintf(stderr, "sparsify: density of the union over a batch of b held-back tokens "
                    "at sparsity %.2f (weighted by weights):", t.default_level);

@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "model/act_sparsity.h"
 #include "model/context.h"
+#include "ops/norm.h"
 #include "sparsity/histogram.h"
 
 namespace squeeze::compress {
@@ -83,11 +84,28 @@ SparsifyResult calibrate_sparsity(const model::Model& m, const tokenizer::Tokeni
   const Interrupted interrupted("interrupted; no output written");
   const size_t n_hist = static_cast<size_t>(hp.n_layer * sites);
   auto hist = std::make_unique<sparsity::AbsHistogram[]>(n_hist);
+  // TEAL: the output head's input too (the last block's output through the final norm; the
+  // calibration runs compute no logits, so the head itself never runs).
+  const bool teal = method == Method::Teal;
+  sparsity::AbsHistogram head_hist;
+  std::vector<float> normed;
+  auto head_input = [&](const float* data, int64_t rows) {
+    normed.resize(static_cast<size_t>(rows * hp.n_embd));
+    for (int64_t r = 0; r < rows; ++r) {
+      ops::rms_norm(data + r * hp.n_embd, m.output_norm, hp.n_embd, hp.rms_eps,
+                    normed.data() + r * hp.n_embd);
+    }
+    return normed.data();
+  };
+  auto is_last_output = [&](std::string_view name, int layer) {
+    return teal && name == "l_out" && layer == hp.n_layer - 1;
+  };
   std::vector<float> silu;
   model::Context ctx(m, opts.ctx, pool, opts.ctx);
   // Histograms of what every site sees before its threshold.
   ctx.set_callback([&](std::string_view name, int layer, const float* data, int64_t rows,
                        int64_t width) {
+    if (is_last_output(name, layer)) head_hist.add(head_input(data, rows), rows * width);
     const int site = site_of(method, name);
     if (site < 0 || layer < 0) return;
     sparsity::AbsHistogram& h = hist[static_cast<size_t>(layer) * sites + site];
@@ -128,14 +146,19 @@ SparsifyResult calibrate_sparsity(const model::Model& m, const tokenizer::Tokeni
         }
       }
     }
+    if (teal) {
+      t.head.resize(t.levels.size());
+      for (size_t k = 0; k < t.levels.size(); ++k) t.head[k] = head_hist.quantile(t.levels[k]);
+    }
 
     // Refinement: each asked level's thresholds from a run sparsified at that level.
-    const std::vector<float> dense = t.thresholds;
+    const std::vector<float> dense = t.thresholds, dense_head = t.head;
     std::vector<size_t> refined;
     for (const double level : opts.levels) {
       const size_t k = t.level_index(level);
       for (int pass = 0; pass < opts.refine_passes && t.levels[k] > 0; ++pass) {
         for (size_t h = 0; h < n_hist; ++h) hist[h] = sparsity::AbsHistogram();
+        head_hist = sparsity::AbsHistogram();
         const model::ActSparsity policy(m, t, t.levels[k], pool);
         ctx.set_act_sparsity(&policy);
         char stage[64];
@@ -147,6 +170,7 @@ SparsifyResult calibrate_sparsity(const model::Model& m, const tokenizer::Tokeni
             t.at(il, s, k) = hist[static_cast<size_t>(il) * sites + s].quantile(t.levels[k]);
           }
         }
+        if (teal) t.head[k] = head_hist.quantile(t.levels[k]);
       }
       if (opts.refine_passes > 0 && t.levels[k] > 0) refined.push_back(k);
     }
@@ -155,28 +179,31 @@ SparsifyResult calibrate_sparsity(const model::Model& m, const tokenizer::Tokeni
     // interpolated linearly in the level (1 at level 0, the last ratio above the last refined
     // level), so the table stays one consistent, increasing family of thresholds.
     std::sort(refined.begin(), refined.end());
+    // One row of thresholds over the levels: its dense-model values and its refined ones.
+    auto interpolate = [&](const float* dense_row, float* row) {
+      auto ratio = [&](size_t k) { return dense_row[k] > 0 ? row[k] / dense_row[k] : 1.0f; };
+      for (size_t k = 1; k < t.levels.size(); ++k) {
+        if (std::binary_search(refined.begin(), refined.end(), k)) continue;
+        const auto hi = std::lower_bound(refined.begin(), refined.end(), k);
+        float f;
+        if (hi == refined.end()) {
+          f = ratio(refined.back());
+        } else {
+          const size_t k1 = *hi;
+          const size_t k0 = hi == refined.begin() ? 0 : *(hi - 1);
+          const float r0 = k0 == 0 ? 1.0f : ratio(k0), r1 = ratio(k1);
+          const float w = static_cast<float>(k - k0) / static_cast<float>(k1 - k0);
+          f = r0 + w * (r1 - r0);
+        }
+        row[k] = dense_row[k] * f;
+      }
+    };
     if (!refined.empty()) {
       for (size_t h = 0; h < n_hist; ++h) {
         const size_t at = h * t.levels.size();
-        auto ratio = [&](size_t k) {
-          return dense[at + k] > 0 ? t.thresholds[at + k] / dense[at + k] : 1.0f;
-        };
-        for (size_t k = 1; k < t.levels.size(); ++k) {
-          if (std::binary_search(refined.begin(), refined.end(), k)) continue;
-          const auto hi = std::lower_bound(refined.begin(), refined.end(), k);
-          float f;
-          if (hi == refined.end()) {
-            f = ratio(refined.back());
-          } else {
-            const size_t k1 = *hi;
-            const size_t k0 = hi == refined.begin() ? 0 : *(hi - 1);
-            const float r0 = k0 == 0 ? 1.0f : ratio(k0), r1 = ratio(k1);
-            const float w = static_cast<float>(k - k0) / static_cast<float>(k1 - k0);
-            f = r0 + w * (r1 - r0);
-          }
-          t.thresholds[at + k] = dense[at + k] * f;
-        }
+        interpolate(dense.data() + at, t.thresholds.data() + at);
       }
+      if (teal) interpolate(dense_head.data(), t.head.data());
     }
   };
   SparsifyResult r;
@@ -197,9 +224,17 @@ SparsifyResult calibrate_sparsity(const model::Model& m, const tokenizer::Tokeni
   std::vector<int64_t> widths(n_hist, 0);
   for (size_t li = 0; li < opts.levels.size(); ++li) {
     const model::ActSparsity policy(m, t, opts.levels[li], pool);
-    if (li == 0) {
+    const float head_t = teal ? t.head[t.level_index(opts.levels[li])] : 0.0f;
+    uint64_t head_kept = 0, head_seen = 0;
+    {
       ctx.set_callback([&](std::string_view name, int layer, const float* data, int64_t rows,
                            int64_t width) {
+        if (is_last_output(name, layer)) {
+          const float* x = head_input(data, rows);
+          for (int64_t i = 0; i < rows * width; ++i) head_kept += !(std::fabs(x[i]) < head_t);
+          head_seen += static_cast<uint64_t>(rows * width);
+        }
+        if (li != 0) return;
         const int site = site_of(method, name);
         if (site < 0 || layer < 0) return;
         const size_t h = static_cast<size_t>(layer) * sites + site;
@@ -233,6 +268,10 @@ SparsifyResult calibrate_sparsity(const model::Model& m, const tokenizer::Tokeni
     for (int s = 0; s < sites; ++s) d[s] = c.density(s);
     r.heldout_density.push_back(d);
     r.heldout_weighted_density.push_back(c.weighted_density(m, method));
+    if (teal) {
+      r.heldout_head_density.push_back(static_cast<double>(head_kept) /
+                                       static_cast<double>(std::max<uint64_t>(head_seen, 1)));
+    }
   }
   r.heldout_tokens = n_held;
 
@@ -302,6 +341,10 @@ void write_sparsified(const gguf::File& src, const SparsifyResult& r, const Spar
   w.add_float32_array("squeeze.sparsity.refined_levels", levels);
   w.add_uint32("squeeze.sparsity.refine_passes", static_cast<uint32_t>(opts.refine_passes));
   w.add_float32_array("squeeze.sparsity.heldout_density", dens);
+  if (!r.heldout_head_density.empty()) {
+    std::vector<float> head(r.heldout_head_density.begin(), r.heldout_head_density.end());
+    w.add_float32_array("squeeze.sparsity.heldout_head_density", head);
+  }
   w.add_uint32("squeeze.sparsity.heldout_tokens", static_cast<uint32_t>(r.heldout_tokens));
   for (const gguf::TensorInfo& t : src.tensors()) {
     if (cancelled(cancel)) throw Interrupted("interrupted; no output written");

@@ -9,7 +9,9 @@
 // level and each threshold becomes the level-quantile of what its site sees in that run (the
 // sequential scheme GPTQ uses for its inputs). Last, the model runs sparsified at each asked
 // level on held-back windows, from a part of the text the thresholds never saw, and the density
-// each site reaches is reported. The weights are copied unchanged; the table goes into metadata
+// each site reaches is reported. TEAL tables also hold thresholds for the output head's input,
+// calibrated the same way (applied at run time only when asked: --head-sparsity). The weights
+// are copied unchanged; the table goes into metadata
 // (sparsity/thresholds.h).
 #pragma once
 
@@ -53,6 +55,8 @@ struct SparsifyResult {
   // weighted by weights.
   std::vector<std::array<double, sparsity::kTealSites>> heldout_density;
   std::vector<double> heldout_weighted_density;
+  // TEAL: the density of the output head's input at each asked level (its head thresholds).
+  std::vector<double> heldout_head_density;
   // At the default level, when several sequences decode together a weight column is needed if
   // any of them keeps its activation: the density of the union over b held-back tokens (from b
   // different windows at the same position where there are enough windows), per site.

@@ -58,11 +58,12 @@ void set_gate_interval(SparseLayer& S, float t) {
   }
 }
 
-ActSparsity::ActSparsity(const Model& m, double target, ThreadPool& pool)
-    : ActSparsity(m, table_of(m), target, pool) {}
+ActSparsity::ActSparsity(const Model& m, double target, ThreadPool& pool,
+                         std::optional<double> head_target)
+    : ActSparsity(m, table_of(m), target, pool, head_target) {}
 
 ActSparsity::ActSparsity(const Model& m, sparsity::ThresholdTable table, double target,
-                         ThreadPool& pool)
+                         ThreadPool& pool, std::optional<double> head_target)
     : table_(std::move(table)) {
   const HParams& hp = m.hparams();
   if (table_.n_layer != hp.n_layer) {
@@ -98,6 +99,17 @@ ActSparsity::ActSparsity(const Model& m, sparsity::ThresholdTable table, double 
     }
   });
   for (int64_t f : fallbacks) n_dense_fallback_ += f;
+  if (head_target) {
+    if (table_.head.empty()) {
+      throw UsageError(m.file().path() +
+                       " has no head thresholds (TEAL tables made by squeeze sparsify have them)");
+    }
+    const size_t hi = table_.level_index(*head_target);
+    head_.on = true;
+    head_.level = table_.levels[hi];
+    head_.t = table_.head[hi];
+    head_.cols = columns_or_empty(m.output, n_dense_fallback_);
+  }
 }
 
 size_t ActSparsity::bytes() const {
@@ -107,11 +119,15 @@ size_t ActSparsity::bytes() const {
       b += w->bytes();
     }
   }
-  return b;
+  return b + head_.cols.bytes();
 }
 
 double SparsityCounters::density(int site) const {
   return seen[site] == 0 ? 0.0 : static_cast<double>(kept[site]) / static_cast<double>(seen[site]);
+}
+
+double SparsityCounters::head_density() const {
+  return head_seen == 0 ? 0.0 : static_cast<double>(head_kept) / static_cast<double>(head_seen);
 }
 
 double weighted_density(const Model& m, sparsity::Method method,

@@ -8,6 +8,7 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "core/thread_pool.h"
@@ -29,18 +30,30 @@ struct SparseLayer {
   ops::ColumnWeights wq, wk, wv, wo, gate, up, down;
 };
 
+// The output head's sparsity (TEAL tables with head thresholds, when asked for).
+struct SparseHead {
+  bool on = false;
+  double level = 0;
+  float t = 0;              // |x| < t zeroed at the head's input
+  ops::ColumnWeights cols;  // the head's column layout (empty: dense on the zeroed input)
+};
+
 class ActSparsity {
  public:
   // The file's thresholds at level `target` (a level of its table; 0 is allowed and means no
-  // zeroing but the same code path). Throws UsageError when the file has no table or no such
-  // level, FormatError when the table does not fit the model.
-  ActSparsity(const Model& m, double target, ThreadPool& pool);
+  // zeroing but the same code path), and, when head_target is set, the head's thresholds at that
+  // level. Throws UsageError when the file has no table, no such level or (head_target) no head
+  // thresholds, FormatError when the table does not fit the model.
+  ActSparsity(const Model& m, double target, ThreadPool& pool,
+              std::optional<double> head_target = std::nullopt);
   // The same from a table not (yet) in the file, e.g. while calibrating.
-  ActSparsity(const Model& m, sparsity::ThresholdTable table, double target, ThreadPool& pool);
+  ActSparsity(const Model& m, sparsity::ThresholdTable table, double target, ThreadPool& pool,
+              std::optional<double> head_target = std::nullopt);
 
   sparsity::Method method() const { return table_.method; }
   double level() const { return level_; }
   const SparseLayer& layer(int64_t il) const { return layers_[il]; }
+  const SparseHead& head() const { return head_; }
   // Bytes held by the column layouts (on top of the mapped file).
   size_t bytes() const;
   // Matrices that run densely at decode because their format has no column layout.
@@ -50,6 +63,7 @@ class ActSparsity {
   sparsity::ThresholdTable table_;
   double level_;
   std::vector<SparseLayer> layers_;
+  SparseHead head_;
   int64_t n_dense_fallback_ = 0;
 };
 
@@ -57,9 +71,11 @@ class ActSparsity {
 struct SparsityCounters {
   std::array<uint64_t, sparsity::kTealSites> kept{};
   std::array<uint64_t, sparsity::kTealSites> seen{};
-  void reset() { kept.fill(0); seen.fill(0); }
+  uint64_t head_kept = 0, head_seen = 0;  // the output head's input (SparseHead)
+  void reset() { kept.fill(0); seen.fill(0); head_kept = head_seen = 0; }
   // Kept / seen at one site (0 when nothing was seen).
   double density(int site) const;
+  double head_density() const;
   // Over all sites, weighted by the weights each site's activations multiply (per `m`).
   double weighted_density(const Model& m, sparsity::Method method) const;
 };

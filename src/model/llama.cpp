@@ -12,6 +12,10 @@ namespace squeeze::model {
 
 namespace {
 
+// Above ~70% kept the sparse kernels lose to the dense ones (docs/FORMATS.md: 0.5-1.4x at 100%,
+// 1.2-2x at 50%), so a token that keeps more runs densely.
+constexpr double kSparseMaxDensity = 0.7;
+
 std::string key(const HParams& hp, const char* suffix) { return hp.arch + "." + suffix; }
 
 // Binds a weight matrix [n_in] -> [n_out] (ggml shape [n_in, n_out]) and checks it.
@@ -178,9 +182,6 @@ void forward_llama_layer(const Model& m, int64_t il, KvCache& kv, ForwardScratch
   };
   auto smm = [&](std::initializer_list<Product> ps, const float* xin, int64_t n_in,
                  int64_t kept) {
-    // Above ~70% kept the sparse kernels lose to the dense ones (docs/FORMATS.md: 0.5-1.4x at
-    // 100%, 1.2-2x at 50%), so a token that keeps more runs densely.
-    constexpr double kSparseMaxDensity = 0.7;
     bool sparse = n == 1 && static_cast<double>(kept) <= kSparseMaxDensity * static_cast<double>(n_in);
     for (const Product& p : ps) sparse = sparse && p.cw->n_rows > 0;
     if (!sparse) {
@@ -321,8 +322,27 @@ void forward_llama(const Model& m, KvCache& kv, ForwardScratch& s, ThreadPool& p
     ops::rms_norm(x + t * n_embd, m.output_norm, n_embd, hp.rms_eps,
                   s.xn.data() + (t - first) * n_embd);
   }
+  // Head sparsity (an extension of TEAL, asked for with --head-sparsity): the same threshold
+  // rule on the head's input; one token reads only the kept inputs' columns.
+  const SparseHead* head = s.sparsity != nullptr && s.sparsity->head().on ? &s.sparsity->head() : nullptr;
+  int64_t head_kept = 0;
+  if (head != nullptr) {
+    int64_t total = 0;
+    for (int64_t t = 0; t < rows; ++t) {
+      head_kept = apply_threshold(s.xn.data() + t * n_embd, n_embd, head->t, s.idx.data());
+      total += head_kept;
+    }
+    s.counters.head_kept += static_cast<uint64_t>(total);
+    s.counters.head_seen += static_cast<uint64_t>(rows * n_embd);
+  }
   cb("result_norm", -1, s.xn.data(), rows, n_embd);
-  ops::matmul(m.output, s.xn.data(), rows, n_embd, a.logits, hp.n_vocab, pool, s.mm);
+  if (head != nullptr && rows == 1 && head->cols.n_rows > 0 &&
+      static_cast<double>(head_kept) <= kSparseMaxDensity * static_cast<double>(n_embd)) {
+    ops::prepare_sparse_input(s.xn.data(), s.idx.data(), head_kept, n_embd, s.sparse.input);
+    ops::sparse_gemv(head->cols, s.sparse.input, a.logits, pool, s.sparse);
+  } else {
+    ops::matmul(m.output, s.xn.data(), rows, n_embd, a.logits, hp.n_vocab, pool, s.mm);
+  }
   cb("result_output", -1, a.logits, rows, hp.n_vocab);
 }
 

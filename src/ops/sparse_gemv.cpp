@@ -26,6 +26,14 @@ constexpr int64_t kRowGroup = 32;
 // kMaxChunks threads (the partial sums are added by one thread).
 constexpr int64_t kMinInputsPerChunk = 32;
 constexpr int64_t kMaxChunks = 16;
+// A matrix of at least kRowSplitRows outputs (an output head: 49152 rows) is split by rows
+// instead: its partial sums would not stay in cache (a 4-input pass over 49152 rows loads and
+// stores 192 KiB of sums to add 4 x 48 KiB of weights), and its columns are long enough that a
+// slice of kRowSliceRows (a multiple of the Q4 row tile, 128) still reads each kept input's
+// weights as one run of 1-2 KiB. At most kMaxSlices slices.
+constexpr int64_t kRowSplitRows = 8192;
+constexpr int64_t kRowSliceRows = 2048;
+constexpr int64_t kMaxSlices = 64;
 
 void free_aligned(uint8_t* p) {
   if (p != nullptr) ::operator delete(p, std::align_val_t{kAlign});
@@ -282,7 +290,8 @@ namespace {
 // One work item of a driver: blocks [k0, k1) of one product into out, with kernel scratch.
 struct Item {
   const ColumnWeights* w;
-  int64_t k0, k1;
+  int64_t k0, k1;  // active blocks
+  int64_t r0, r1;  // rows
   float* out;
   float* scratch;
 };
@@ -323,42 +332,62 @@ void sparse_gemv(std::initializer_list<SparseOut> outs, const SparseInput& in, T
   // Cutting the rows instead would cut every input's weights into short runs, one per thread (a
   // 192-row Q4 matrix on 2 threads: 48 bytes, so both threads fetched the same cache lines); on
   // 2 threads the input split measured 1-2x faster (Q4_0 and Q8_0, SmolLM2's shapes, density
-  // 0.5).
+  // 0.5). Matrices of kRowSplitRows rows or more are split by rows (above).
   constexpr int kMaxOuts = 8;
+  constexpr int64_t kMaxItems = std::max(kMaxChunks, kMaxSlices);
   if (outs.size() > kMaxOuts) throw UsageError("sparse_gemv: more than 8 products in a group");
   const SparseGemvFn kernel = sparse_gemv_kernel(active_isa());
   const int64_t max_chunks = std::min<int64_t>(pool.size(), kMaxChunks);
-  int64_t cuts[kMaxOuts][kMaxChunks + 1];
+  const int64_t n_kb = static_cast<int64_t>(in.blocks.size());
+  int64_t cuts[kMaxOuts][kMaxItems + 1];  // block cuts, or row cuts (row_split)
   int64_t n_chunks[kMaxOuts];
+  bool row_split[kMaxOuts];
   size_t floats = 0;
   int64_t n_items = 0;
   int m = 0;
   for (const SparseOut& o : outs) {
     check_shape(*o.w, in);
-    n_chunks[m] = split_blocks(in, max_chunks, cuts[m]);
-    // kernel scratch per chunk, partial sums per chunk but the first
-    floats += static_cast<size_t>((2 * n_chunks[m] - 1) * o.w->n_rows);
+    const int64_t rows = o.w->n_rows;
+    row_split[m] = rows >= kRowSplitRows;
+    if (row_split[m]) {
+      const int64_t n = std::min((rows + kRowSliceRows - 1) / kRowSliceRows, kMaxSlices);
+      const int64_t per = ((rows + n - 1) / n + 127) / 128 * 128;
+      n_chunks[m] = 0;
+      for (int64_t r = 0; r < rows; r += per) cuts[m][n_chunks[m]++] = r;
+      cuts[m][n_chunks[m]] = rows;
+      floats += static_cast<size_t>(rows + n_chunks[m] * 128);  // kernel scratch per slice
+    } else {
+      n_chunks[m] = split_blocks(in, max_chunks, cuts[m]);
+      // kernel scratch per chunk, partial sums per chunk but the first
+      floats += static_cast<size_t>((2 * n_chunks[m] - 1) * rows);
+    }
     n_items += n_chunks[m];
     ++m;
   }
   if (scratch.acc.size() < floats) scratch.acc.resize(floats);
-  Item items[kMaxOuts * kMaxChunks];
+  Item items[kMaxOuts * kMaxItems];
   float* next = scratch.acc.data();
   m = 0;
   int64_t it = 0;
   for (const SparseOut& o : outs) {
     const int64_t rows = o.w->n_rows;
     for (int64_t c = 0; c < n_chunks[m]; ++c) {
+      if (row_split[m]) {
+        const int64_t r0 = cuts[m][c], r1 = cuts[m][c + 1];
+        items[it++] = {o.w, 0, n_kb, r0, r1, o.y, next};
+        next += r1 - r0;
+        continue;
+      }
       float* out = o.y;
       if (c > 0) out = next, next += rows;
-      items[it++] = {o.w, cuts[m][c], cuts[m][c + 1], out, next};
+      items[it++] = {o.w, cuts[m][c], cuts[m][c + 1], 0, rows, out, next};
       next += rows;
     }
     ++m;
   }
   auto run_item = [&](int64_t i, int) {
     const Item& t = items[i];
-    kernel(*t.w, in, t.k0, t.k1, 0, t.w->n_rows, t.out, t.scratch);
+    kernel(*t.w, in, t.k0, t.k1, t.r0, t.r1, t.out, t.scratch);
   };
   if (n_items == 1) {
     run_item(0, 0);
@@ -370,7 +399,7 @@ void sparse_gemv(std::initializer_list<SparseOut> outs, const SparseInput& in, T
   m = 0;
   for (const SparseOut& o : outs) {
     const int64_t rows = o.w->n_rows;
-    for (int64_t c = 1; c < n_chunks[m]; ++c) {
+    for (int64_t c = 1; c < n_chunks[m] && !row_split[m]; ++c) {
       const float* p = items[it + c].out;
       for (int64_t r = 0; r < rows; ++r) o.y[r] += p[r];
     }

@@ -15,6 +15,7 @@ constexpr const char* kLevels = "squeeze.sparsity.levels";
 constexpr const char* kThresholds = "squeeze.sparsity.thresholds";
 constexpr const char* kLayers = "squeeze.sparsity.layer_count";
 constexpr const char* kDefault = "squeeze.sparsity.default";
+constexpr const char* kHead = "squeeze.sparsity.head_thresholds";
 
 }  // namespace
 
@@ -74,6 +75,7 @@ void ThresholdTable::write(gguf::Writer& w) const {
   w.add_float32_array(kLevels, levels);
   w.add_float32_array(kThresholds, thresholds);
   w.add_float32(kDefault, default_level);
+  if (!head.empty()) w.add_float32_array(kHead, head);
 }
 
 std::optional<ThresholdTable> ThresholdTable::read(const gguf::File& f) {
@@ -110,6 +112,17 @@ std::optional<ThresholdTable> ThresholdTable::read(const gguf::File& f) {
   }
   for (float v : t.thresholds) {
     if (!std::isfinite(v) || v < 0) throw bad("a threshold is negative or not finite");
+  }
+  if (f.find(kHead) != nullptr) {
+    if (t.method != Method::Teal) throw bad("head thresholds in a non-TEAL table");
+    t.head = f.get_float_array(kHead);
+    if (t.head.size() != t.levels.size()) {
+      throw bad("head thresholds hold " + std::to_string(t.head.size()) + " values, expected " +
+                std::to_string(t.levels.size()));
+    }
+    for (float v : t.head) {
+      if (!std::isfinite(v) || v < 0) throw bad("a head threshold is negative or not finite");
+    }
   }
   return t;
 }

@@ -38,6 +38,11 @@ struct ThresholdTable {
   int64_t n_layer = 0;
   std::vector<float> levels;      // target sparsities, ascending, in [0, 1)
   std::vector<float> thresholds;  // [n_layer][n_sites][levels.size()]
+  // TEAL only, optional: thresholds on the output head's input (the final norm's output), one
+  // per level; empty when the file has none. TEAL sparsifies only the blocks; on a small model
+  // the head is a fifth of the weights, so squeeze calibrates it too and applies it only when
+  // asked (--head-sparsity).
+  std::vector<float> head;
   float default_level = 0.5f;
 
   int sites() const { return n_sites(method); }

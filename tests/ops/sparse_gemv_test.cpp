@@ -364,6 +364,35 @@ TEST_P(SparseGemvTest, GroupedEqualsSeparateCalls) {
   }
 }
 
+// A matrix of 8192 rows or more (an output head) is split by rows, not by blocks: each row is
+// then summed by one kernel call over all blocks, so the values equal the kernel's bit for bit
+// on any number of threads, alone or grouped with a block-split matrix. 8352 rows: slices of
+// 1792 and a last one of 1184 (not a whole Q4 tile count of 128: it ends at n_rows).
+TEST_P(SparseGemvTest, TallMatricesSplitByRowsEqualTheKernel) {
+  const Matrix tall = make_matrix(GetParam(), 8352, 64, 31);
+  const Matrix small = make_matrix(GetParam(), 192, 64, 32);
+  for (double density : kDensities) {
+    const auto x = sparse_x(64, density, 33);
+    const auto idx = active_of(x);
+    const SparseInput in = prepare(x, idx);
+    const auto want = run(sparse_gemv_kernel(active_isa()), tall, x, idx);
+    const auto want_small = run(sparse_gemv_kernel(active_isa()), small, x, idx);
+    for (int threads : {1, 2, 3}) {
+      ThreadPool pool(threads);
+      SparseScratch scratch;
+      std::vector<float> y(tall.n_rows, -1.0f), ys(small.n_rows, -1.0f);
+      sparse_gemv(tall.columns, in, y.data(), pool, scratch);
+      ASSERT_EQ(y, want) << threads << " threads, density " << density;
+      std::fill(y.begin(), y.end(), -1.0f);
+      sparse_gemv({{&small.columns, ys.data()}, {&tall.columns, y.data()}}, in, pool, scratch);
+      ASSERT_EQ(y, want) << threads << " threads, density " << density << ", grouped";
+      if (threads == 1) {
+        ASSERT_EQ(ys, want_small) << "density " << density << ", grouped";
+      }
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(SparseGemv, SparseGemvTest,
                          ::testing::Values(DType::F16, DType::Q8_0, DType::Q4_0, DType::Q4_1),
                          [](const auto& info) { return name_of(info.param); });

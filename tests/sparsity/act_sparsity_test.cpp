@@ -233,6 +233,76 @@ TEST(GateInterval, EqualsTheSiluThreshold) {
   }
 }
 
+// The output head's sparsity (--head-sparsity): TEAL calibrates its thresholds with the others,
+// they reach their density on held-back text, one token through the head's column layout
+// computes what the dense head computes on the zeroed input, and it changes the model.
+TEST_F(ActSparsityTest, HeadSparsityReachesItsDensityAndMatchesTheBatchPath) {
+  testing::TinyModelSpec spec;
+  spec.vocab_multiple = 32;  // the head's rows: a multiple of 32, so it has a column layout
+  testing::write_tiny_model(path_, spec);
+  model_ = model::Model::load(path_);
+  const int64_t nv = model_->hparams().n_vocab;
+  ASSERT_EQ(nv % 32, 0);
+  const compress::SparsifyResult r = calibrate(Method::Teal, 0.5);
+  ASSERT_EQ(r.table.head.size(), r.table.levels.size());
+  EXPECT_EQ(r.table.head[0], 0.0f);
+  for (size_t k = 1; k < r.table.levels.size(); ++k) ASSERT_GE(r.table.head[k], r.table.head[k - 1]);
+  ASSERT_EQ(r.heldout_head_density.size(), 1u);
+  EXPECT_NEAR(r.heldout_head_density[0], 0.5, 0.03);
+
+  std::vector<int32_t> tokens;
+  std::mt19937_64 rng(12);
+  for (int i = 0; i < 24; ++i) tokens.push_back(static_cast<int32_t>(rng() % 256));
+  const model::ActSparsity blocks(*model_, r.table, 0.5, pool_);
+  const model::ActSparsity with_head(*model_, r.table, 0.5, pool_, 0.5);
+  EXPECT_FALSE(blocks.head().on);
+  ASSERT_TRUE(with_head.head().on);
+  EXPECT_EQ(with_head.head().cols.n_rows, nv);
+  EXPECT_EQ(with_head.n_dense_fallback(), 0);
+  EXPECT_GT(with_head.bytes(), blocks.bytes());
+  // The head alone (blocks at level 0): one token (the head's column layout, float) and the
+  // batch (the dense head on the zeroed input, activations rounded to Q8_0) agree to that
+  // rounding, and the head's sparsity changed the model.
+  const model::ActSparsity head_only(*model_, r.table, 0.0, pool_, 0.5);
+  const model::ActSparsity dense0(*model_, r.table, 0.0, pool_);
+  std::vector<float> one, batch, d_one, d_batch;
+  model::SparsityCounters c;
+  decode_both(*model_, &head_only, tokens, pool_, one, batch, &c);
+  decode_both(*model_, &dense0, tokens, pool_, d_one, d_batch);
+  double scale = 0;
+  for (float v : d_batch) scale = std::max(scale, std::fabs(static_cast<double>(v)));
+  EXPECT_LT(max_abs_diff(one, batch), 2e-2 * scale);
+  EXPECT_GT(max_abs_diff(batch, d_batch), 0.02 * scale);
+  EXPECT_GT(c.head_density(), 0.3);
+  EXPECT_LT(c.head_density(), 0.7);
+  EXPECT_EQ(c.head_seen, tokens.size() * static_cast<uint64_t>(model_->hparams().n_embd));
+  // With the blocks at 0.5 too, a rounding-sized difference can flip activations across their
+  // thresholds and the flips compound (the test above): the same top token, nearly always.
+  decode_both(*model_, &with_head, tokens, pool_, one, batch);
+  int agree = 0;
+  for (size_t t = 0; t < tokens.size(); ++t) {
+    auto top = [&](const std::vector<float>& l) {
+      return std::max_element(l.begin() + t * nv, l.begin() + (t + 1) * nv) - l.begin();
+    };
+    agree += top(one) == top(batch);
+  }
+  EXPECT_GE(agree, 21);
+  // Level 0 zeroes nothing: the head is the dense one.
+  const model::ActSparsity head0(*model_, r.table, 0.0, pool_, 0.0);
+  decode_both(*model_, &head0, tokens, pool_, one, batch);
+  EXPECT_EQ(batch, d_batch);
+
+  // No head thresholds (an older file, or CATS): asking for the head is a clear error.
+  sparsity::ThresholdTable no_head = r.table;
+  no_head.head.clear();
+  EXPECT_THROW((model::ActSparsity{*model_, no_head, 0.5, pool_, 0.5}), UsageError);
+  EXPECT_THROW((model::ActSparsity{*model_, r.table, 0.5, pool_, 0.505}), UsageError);
+  const compress::SparsifyResult cats = calibrate(Method::Cats, 0.5);
+  EXPECT_TRUE(cats.table.head.empty());
+  EXPECT_TRUE(cats.heldout_head_density.empty());
+  EXPECT_THROW((model::ActSparsity{*model_, cats.table, 0.5, pool_, 0.5}), UsageError);
+}
+
 TEST_F(ActSparsityTest, MissingTableOrLevelIsAClearError) {
   EXPECT_THROW((model::ActSparsity{*model_, 0.5, pool_}), UsageError);  // no table in the file
   const compress::SparsifyResult r = calibrate(Method::Teal, 0.5);

@@ -92,6 +92,15 @@ TEST(ThresholdTable, RoundTripsThroughGguf) {
   EXPECT_EQ(r->at(1, kFfnAct, 2), t.thresholds.back());
   EXPECT_EQ(r->level_index(0.5), 2u);
   EXPECT_THROW(r->level_index(0.3), UsageError);
+  EXPECT_TRUE(r->head.empty());  // optional
+
+  ThresholdTable with_head = small_table();
+  with_head.head = {0.0f, 0.25f, 0.5f};
+  gguf::Writer wh;
+  with_head.write(wh);
+  const auto rh = ThresholdTable::read(file_of(wh));
+  ASSERT_TRUE(rh.has_value());
+  EXPECT_EQ(rh->head, with_head.head);
 
   gguf::Writer none;
   none.add_string("general.architecture", "llama");
@@ -117,6 +126,20 @@ TEST(ThresholdTable, InconsistentTablesAreFormatErrors) {
                FormatError);
   EXPECT_THROW(ThresholdTable::read(broken([](ThresholdTable& t) { t.method = Method::Cats; })),
                FormatError);  // CATS has one site: the sizes no longer fit
+  auto with_head = [&](std::vector<float> head, Method method) {
+    return broken([&](ThresholdTable& t) {
+      t.head = head;
+      if (method == Method::Cats) {
+        t.method = method;
+        t.thresholds.resize(static_cast<size_t>(t.n_layer) * t.levels.size());
+      }
+    });
+  };
+  EXPECT_NO_THROW(ThresholdTable::read(with_head({0.0f, 0.1f, 0.2f}, Method::Teal)));
+  EXPECT_THROW(ThresholdTable::read(with_head({0.0f, 0.1f}, Method::Teal)), FormatError);
+  EXPECT_THROW(ThresholdTable::read(with_head({0.0f, -0.1f, 0.2f}, Method::Teal)), FormatError);
+  EXPECT_THROW(ThresholdTable::read(with_head({0.0f, INFINITY, 0.2f}, Method::Teal)), FormatError);
+  EXPECT_THROW(ThresholdTable::read(with_head({0.0f, 0.1f, 0.2f}, Method::Cats)), FormatError);
 }
 
 }  // namespace

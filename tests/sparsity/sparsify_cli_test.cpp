@@ -81,6 +81,20 @@ TEST_F(SparsifyCli, WritesTheTableAndRunsWithIt) {
                                  "sp_bench");
   ASSERT_EQ(bench.rc, 0) << bench.err;
   EXPECT_NE(bench.err.find("act-sparsity density over all tests"), std::string::npos) << bench.err;
+  // The head's thresholds come with TEAL's; --head-sparsity applies them.
+  EXPECT_EQ(t->head.size(), 100u);
+  EXPECT_EQ(f.get_float_array("squeeze.sparsity.heldout_head_density").size(), 2u);
+  EXPECT_NE(r.err.find("head_in"), std::string::npos) << r.err;
+  const auto hr = run_squeeze("run -m " + o + " -c 64 -t 2 -p hello -n 8 --temp 0 --act-sparsity 0.5 "
+                              "--head-sparsity 0.4", "sp_head_run");
+  ASSERT_EQ(hr.rc, 0) << hr.err;
+  EXPECT_NE(hr.err.find("act-sparsity: teal at level 0.50, head at level 0.40"), std::string::npos)
+      << hr.err;
+  EXPECT_NE(hr.err.find("; head_in "), std::string::npos) << hr.err;
+  expect_clean_error(run_squeeze("run -m " + o + " -c 64 -p hi -n 2 --head-sparsity 0.5", "sp_head_b1"),
+                     "--head-sparsity needs --act-sparsity");
+  expect_clean_error(run_squeeze("bench -m " + o + " -p 0 -n 2 --act-sparsity 0.5 --head-sparsity 0.555",
+                                 "sp_head_b2"), "no level");
 
   // CATS replaces the table of a file that had one.
   const std::string o2 = out("cats.gguf");
@@ -90,6 +104,9 @@ TEST_F(SparsifyCli, WritesTheTableAndRunsWithIt) {
   ASSERT_TRUE(t2.has_value());
   EXPECT_EQ(t2->method, sparsity::Method::Cats);
   EXPECT_EQ(t2->thresholds.size(), 100u * 2);
+  EXPECT_TRUE(t2->head.empty());
+  expect_clean_error(run_squeeze("run -m " + o2 + " -c 64 -p hi -n 2 --act-sparsity 0.5 --head-sparsity 0.5",
+                                 "sp_head_b3"), "no head thresholds");
 
   // ReLU-fication: no thresholds, one level 0.
   const std::string o3 = out("relu.gguf");

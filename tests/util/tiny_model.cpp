@@ -31,13 +31,16 @@ static const std::vector<std::string>& tiny_merges() {
   return m;
 }
 
-std::vector<std::string> tiny_vocab() {
+std::vector<std::string> tiny_vocab(int64_t multiple) {
   std::vector<std::string> v;
   for (int b = 0; b < 256; ++b) v.push_back(byte_to_token_text(static_cast<uint8_t>(b)));
   for (const std::string& m : tiny_merges()) {
     std::string merged = m;
     merged.erase(std::remove(merged.begin(), merged.end(), ' '), merged.end());
     v.push_back(merged);
+  }
+  while (multiple > 0 && (v.size() + 3) % static_cast<size_t>(multiple) != 0) {
+    v.push_back("<unused" + std::to_string(v.size()) + ">");
   }
   v.push_back("<|endoftext|>");
   v.push_back("<|im_start|>");
@@ -90,7 +93,7 @@ gguf::Writer tiny_model_writer(const TinyModelSpec& s) {
   if (!skip_key("llama.attention.layer_norm_rms_epsilon")) {
     w.add_float32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
   }
-  const std::vector<std::string> vocab = tiny_vocab();
+  const std::vector<std::string> vocab = tiny_vocab(s.vocab_multiple);
   const int64_t n_vocab = static_cast<int64_t>(vocab.size());
   if (!skip_key("tokenizer.ggml.model")) w.add_string("tokenizer.ggml.model", "gpt2");
   if (!skip_key("tokenizer.ggml.pre")) w.add_string("tokenizer.ggml.pre", "smollm");

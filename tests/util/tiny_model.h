@@ -21,6 +21,9 @@ struct TinyModelSpec {
   int64_t n_ctx_train = 128;
   formats::DType matrix_type = formats::DType::Q8_0;
   bool tied_output = true;
+  // > 0: unused tokens are added before the control tokens until the vocabulary holds a multiple
+  // of this many (a head whose rows are a multiple of 32 has a column layout).
+  int64_t vocab_multiple = 0;
   uint64_t seed = 1;
   // Lets a test drop or change metadata keys and tensors before writing.
   std::function<void(gguf::Writer&)> extra;
@@ -33,7 +36,7 @@ std::string byte_to_token_text(uint8_t b);
 
 // Token texts of the tiny vocabulary: 256 byte tokens, a few merges' results, then the
 // control tokens <|endoftext|> <|im_start|> <|im_end|>.
-std::vector<std::string> tiny_vocab();
+std::vector<std::string> tiny_vocab(int64_t multiple = 0);
 
 gguf::Writer tiny_model_writer(const TinyModelSpec& spec = {});
 // Writes the model to `path`.

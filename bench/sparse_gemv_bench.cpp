@@ -210,7 +210,8 @@ int main(int argc, char** argv) {
             t0 = now_s();
             for (int c = 0; c < n_copies; ++c) {
               const int64_t n_active = ops::nonzero_indices(xd, s.n_cols, idx.data());
-              ops::prepare_sparse_input(xd, idx.data(), n_active, s.n_cols, in);
+              ops::prepare_sparse_input(xd, idx.data(), n_active, s.n_cols, in,
+                                        ops::needs_q4_input(cols[0]));
             }
             if (rep >= 2) t_prep[di].push_back((now_s() - t0) / n_copies);
             t0 = now_s();

@@ -188,7 +188,9 @@ void forward_llama_layer(const Model& m, int64_t il, KvCache& kv, ForwardScratch
       for (const Product& p : ps) ops::matmul(*p.w, xin, n, n_in, p.y, p.w->n_rows, pool, s.mm);
       return;
     }
-    ops::prepare_sparse_input(xin, s.idx.data(), kept, n_in, s.sparse.input);
+    bool for_q4 = false;
+    for (const Product& p : ps) for_q4 = for_q4 || ops::needs_q4_input(*p.cw);
+    ops::prepare_sparse_input(xin, s.idx.data(), kept, n_in, s.sparse.input, for_q4);
     const Product* p = ps.begin();
     if (ps.size() == 1) {
       ops::sparse_gemv(*p[0].cw, s.sparse.input, p[0].y, pool, s.sparse);
@@ -338,7 +340,8 @@ void forward_llama(const Model& m, KvCache& kv, ForwardScratch& s, ThreadPool& p
   cb("result_norm", -1, s.xn.data(), rows, n_embd);
   if (head != nullptr && rows == 1 && head->cols.n_rows > 0 &&
       static_cast<double>(head_kept) <= kSparseMaxDensity * static_cast<double>(n_embd)) {
-    ops::prepare_sparse_input(s.xn.data(), s.idx.data(), head_kept, n_embd, s.sparse.input);
+    ops::prepare_sparse_input(s.xn.data(), s.idx.data(), head_kept, n_embd, s.sparse.input,
+                              ops::needs_q4_input(head->cols));
     ops::sparse_gemv(head->cols, s.sparse.input, a.logits, pool, s.sparse);
   } else {
     ops::matmul(m.output, s.xn.data(), rows, n_embd, a.logits, hp.n_vocab, pool, s.mm);

@@ -230,12 +230,12 @@ int64_t nonzero_indices(const float* x, int64_t n, int32_t* idx) {
 }
 
 void prepare_sparse_input(const float* x, const int32_t* idx, int64_t n_active, int64_t n_cols,
-                          SparseInput& in) {
+                          SparseInput& in, bool for_q4) {
   in.x = x;
   in.idx = idx;
   in.n_active = n_active;
   in.n_cols = n_cols;
-  in.quantized = n_cols % kBlock32 == 0;
+  in.quantized = for_q4 && n_cols % kBlock32 == 0;
   in.blocks.clear();
   in.block_first.clear();
   in.block_quad.clear();
@@ -267,13 +267,13 @@ void prepare_sparse_input(const float* x, const int32_t* idx, int64_t n_active, 
     in.blocks.push_back(b);
     in.block_first.push_back(static_cast<int32_t>(i));
     in.block_quad.push_back(static_cast<int32_t>(in.quads.size()));
-    for (int64_t k = i; k < i1; k += 4) {
+    for (int64_t k = i; k < i1 && in.quantized; k += 4) {
       SparseQuad q{};
       uint32_t packed = 0;
       for (int l = 0; l < 4; ++l) {
         const int64_t e = std::min(k + l, i1 - 1);
         q.j[l] = static_cast<uint8_t>(idx[e] % kBlock32);
-        const int8_t v = k + l < i1 && in.quantized ? in.xq[idx[e]] : 0;
+        const int8_t v = k + l < i1 ? in.xq[idx[e]] : 0;
         packed |= static_cast<uint32_t>(static_cast<uint8_t>(v)) << (8 * l);
       }
       q.xq4 = static_cast<int32_t>(packed);
@@ -318,8 +318,8 @@ void check_shape(const ColumnWeights& w, const SparseInput& in) {
     throw UsageError("sparse_gemv: a matrix of " + std::to_string(w.n_cols) +
                      " columns and an input of " + std::to_string(in.n_cols));
   }
-  if (w.type != DType::F16 && !in.quantized) {
-    throw UsageError("sparse_gemv: input not quantized (columns not a multiple of 32)");
+  if (needs_q4_input(w) && !in.quantized) {
+    throw UsageError("sparse_gemv: input not prepared for a Q4 product");
   }
 }
 
@@ -415,7 +415,7 @@ void sparse_gemv(const ColumnWeights& w, const SparseInput& in, float* y, Thread
 
 void sparse_gemv(const ColumnWeights& w, const float* x, const int32_t* idx, int64_t n_active,
                  float* y, ThreadPool& pool, SparseScratch& scratch) {
-  prepare_sparse_input(x, idx, n_active, w.n_cols, scratch.input);
+  prepare_sparse_input(x, idx, n_active, w.n_cols, scratch.input, needs_q4_input(w));
   sparse_gemv(w, scratch.input, y, pool, scratch);
 }
 

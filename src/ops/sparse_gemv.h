@@ -107,10 +107,11 @@ struct SparseInput {
   const int32_t* idx = nullptr;
   int64_t n_active = 0;
   int64_t n_cols = 0;
-  bool quantized = false;          // n_cols % 32 == 0: xq, scale, qsum, qsum_s are set
+  bool quantized = false;          // prepared for Q4 (n_cols % 32 == 0): xq, scale, qsum,
+                                   // qsum_s and the quads are set
   std::vector<int32_t> blocks;     // the blocks with an active input, ascending
   std::vector<int32_t> block_first;  // [blocks.size() + 1]: their first index into idx
-  std::vector<int32_t> block_quad;   // [blocks.size() + 1]: their first quad
+  std::vector<int32_t> block_quad;   // [blocks.size() + 1]: their first quad (Q4)
   std::vector<SparseQuad> quads;
   std::vector<int8_t> xq;          // [n_cols]
   std::vector<float> scale;        // [n_cols / 32] s_b (a half's value)
@@ -120,9 +121,15 @@ struct SparseInput {
 };
 
 // Prepares `in` for x[0..n_cols) with active inputs idx[0..n_active) (ascending, distinct, the
-// non-zero x: nonzero_indices).
+// non-zero x: nonzero_indices). for_q4: also quantize x for the integer Q4_0 / Q4_1 products
+// (the F16 and Q8_0 ones read x itself, so a product group without Q4 matrices skips it).
 void prepare_sparse_input(const float* x, const int32_t* idx, int64_t n_active, int64_t n_cols,
-                          SparseInput& in);
+                          SparseInput& in, bool for_q4 = true);
+
+// Whether a product with w needs an input prepared for_q4.
+inline bool needs_q4_input(const ColumnWeights& w) {
+  return w.type == formats::DType::Q4_0 || w.type == formats::DType::Q4_1;
+}
 
 // y[r] = sum over the active inputs c of blocks in.blocks[k0..k1) of W[r, c] * x[c], for r in
 // [r0, r1), as above.

@@ -443,6 +443,32 @@ TEST(SparseGemvLayout, RejectsMismatchedInput) {
   prepare_sparse_input(x.data(), idx.data(), 40, 40, in);  // 40 columns: not quantized
   EXPECT_FALSE(in.quantized);
   EXPECT_THROW(sparse_gemv(w, in, y.data(), pool, scratch), UsageError);
+  prepare_sparse_input(x.data(), idx.data(), 64, 64, in, /*for_q4=*/false);
+  EXPECT_FALSE(in.quantized);
+  EXPECT_THROW(sparse_gemv(w, in, y.data(), pool, scratch), UsageError);
+}
+
+// F16 and Q8_0 products read x itself: an input prepared without the Q4 quantization gives the
+// same values, bit for bit.
+TEST(SparseGemvLayout, FloatProductsNeedNoQ4Input) {
+  for (DType t : {DType::F16, DType::Q8_0}) {
+    const Matrix m = make_matrix(t, 576, 1536, 41);
+    const auto x = sparse_x(1536, 0.5, 42);
+    const auto idx = active_of(x);
+    ThreadPool pool(2);
+    SparseScratch scratch;
+    SparseInput a, b;
+    prepare_sparse_input(x.data(), idx.data(), static_cast<int64_t>(idx.size()), 1536, a);
+    prepare_sparse_input(x.data(), idx.data(), static_cast<int64_t>(idx.size()), 1536, b, false);
+    EXPECT_TRUE(a.quantized);
+    EXPECT_FALSE(b.quantized);
+    EXPECT_TRUE(b.quads.empty());
+    EXPECT_FALSE(needs_q4_input(m.columns));
+    std::vector<float> ya(576), yb(576);
+    sparse_gemv(m.columns, a, ya.data(), pool, scratch);
+    sparse_gemv(m.columns, b, yb.data(), pool, scratch);
+    EXPECT_EQ(ya, yb) << name_of(t);
+  }
 }
 
 // The indices of the non-zero inputs: every twin gives the definition's list.

@@ -87,8 +87,12 @@ void attention(const AttentionShape& shape, const float* q, int64_t n_tokens, in
       const int hk = h / group;
       const int64_t n_kv = pos0 + t + 1;  // causal: positions 0..pos0+t
       f16k.quantize_row(q + t * q_stride + h * hd, q16, hd);
-      for (int64_t j = 0; j < n_kv; ++j) {
-        scores[j] = shape.scale * ak.dot_f16(k + j * kv_stride + hk * hd, q16, hd, order);
+      if (order == SumOrder::VecDotF16) {
+        ak.qk_f16(q16, k + hk * hd, kv_stride, n_kv, hd, shape.scale, scores);
+      } else {
+        for (int64_t j = 0; j < n_kv; ++j) {
+          scores[j] = shape.scale * ak.dot_f16(k + j * kv_stride + hk * hd, q16, hd, order);
+        }
       }
       ak.softmax(scores, n_kv);
       // llama.cpp multiplies V by the probabilities rounded to half floats.

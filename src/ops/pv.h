@@ -54,6 +54,14 @@ void pv_avx2(const float* p, const f16_t* v, int64_t v_stride, int64_t n_kv, int
 float dot_f16_ordered(const f16_t* a, const f16_t* b, int n, SumOrder order);
 float dot_f16_ordered_avx2(const f16_t* a, const f16_t* b, int n, SumOrder order);
 
+// Decode's Q.K for one query head: scores[j] = scale * dot_f16_ordered(k_j, q, head_dim,
+// VecDotF16) for j < n_kv, k_j at k + j * k_stride. One call per head instead of one per cache
+// row, so the query is widened once and each row's 32 partial sums fold in registers.
+void qk_f16_vecdot(const f16_t* q, const f16_t* k, int64_t k_stride, int64_t n_kv, int head_dim,
+                   float scale, float* scores);
+void qk_f16_vecdot_avx2(const f16_t* q, const f16_t* k, int64_t k_stride, int64_t n_kv,
+                        int head_dim, float scale, float* scores);
+
 // In-place softmax of x[0..n) as ggml's soft_max on x86: exp by expf_ggml, sums of groups of
 // 8 (a movehl reduction, the last group padded with zeros) accumulated in double, then a
 // multiply by the float of 1/sum.
@@ -85,6 +93,8 @@ void pv_f32_tinyblas_avx2(const float* p, int64_t p_stride, int n_q, const float
 struct AttentionKernels {
   PvFn pv;
   float (*dot_f16)(const f16_t* a, const f16_t* b, int n, SumOrder order);
+  void (*qk_f16)(const f16_t* q, const f16_t* k, int64_t k_stride, int64_t n_kv, int head_dim,
+                 float scale, float* scores);
   void (*softmax)(float* x, int64_t n);
   void (*swiglu)(const float* gate, const float* up, int64_t n, float* out);
   // Null where the ISA has none (then the f16 kernels above serve batches too).
@@ -96,10 +106,10 @@ struct AttentionKernels {
 
 inline AttentionKernels attention_kernels(Isa isa) {
   if (uses_avx2(isa)) {
-    return {pv_avx2, dot_f16_ordered_avx2, softmax_ggml_avx2, swiglu_avx2, qk_f32_tinyblas_avx2,
-            pv_f32_tinyblas_avx2};
+    return {pv_avx2, dot_f16_ordered_avx2, qk_f16_vecdot_avx2, softmax_ggml_avx2, swiglu_avx2,
+            qk_f32_tinyblas_avx2, pv_f32_tinyblas_avx2};
   }
-  return {pv_scalar, dot_f16_ordered, softmax_ggml, swiglu_ggml};
+  return {pv_scalar, dot_f16_ordered, qk_f16_vecdot, softmax_ggml, swiglu_ggml};
 }
 
 }  // namespace squeeze::ops

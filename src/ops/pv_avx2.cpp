@@ -52,27 +52,56 @@ inline float hsum_movehl(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
+// Partial k of eight columns: the sum of p[j] * v_j[0..8) over the rows j = k, k + np,
+// k + 2 np, ... < n_kv, from zero and in row order, as the scalar kernel accumulates it. Kept in
+// a register: the partials of a column block are summed as they come, without a buffer.
+inline __m256 pv_partial8(const float* p, const f16_t* v, int64_t v_stride, int64_t n_kv,
+                          int64_t k, int np) {
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t j = k; j < n_kv; j += np) {
+    acc = _mm256_fmadd_ps(_mm256_broadcast_ss(p + j), load_f16x8(v + j * v_stride), acc);
+  }
+  return acc;
+}
+
 }  // namespace
 
 void pv_avx2(const float* p, const f16_t* v, int64_t v_stride, int64_t n_kv, int head_dim,
              SumOrder order, float* partial, float* out) {
   const int np = n_partials(order);
-  std::memset(partial, 0, sizeof(float) * np * head_dim);
-  for (int64_t j = 0; j < n_kv; ++j) {
-    const f16_t* vr = v + j * v_stride;
-    float* acc = partial + (j % np) * head_dim;
-    const __m256 pj = _mm256_set1_ps(p[j]);
-    int d = 0;
-    for (; d + 8 <= head_dim; d += 8) {
-      _mm256_storeu_ps(acc + d, _mm256_fmadd_ps(pj, load_f16x8(vr + d), _mm256_loadu_ps(acc + d)));
+  // Eight columns at a time, fold_partials' order lane by lane (a partial no row reaches is
+  // zero, as the cleared buffer of the scalar kernel).
+  int d = 0;
+  for (; d + 8 <= head_dim; d += 8) {
+    auto at = [&](int k) { return pv_partial8(p, v + d, v_stride, n_kv, k, np); };
+    __m256 r;
+    if (order == SumOrder::TinyBlas) {
+      const __m256 t0 = _mm256_add_ps(at(0), at(4)), t1 = _mm256_add_ps(at(1), at(5));
+      const __m256 t2 = _mm256_add_ps(at(2), at(6)), t3 = _mm256_add_ps(at(3), at(7));
+      r = _mm256_add_ps(_mm256_add_ps(t0, t2), _mm256_add_ps(t1, t3));
+    } else {
+      __m256 a[8];
+      for (int l = 0; l < 8; ++l) {
+        a[l] = _mm256_add_ps(_mm256_add_ps(at(l), at(16 + l)),
+                             _mm256_add_ps(at(8 + l), at(24 + l)));
+      }
+      __m256 t[4];
+      for (int l = 0; l < 4; ++l) t[l] = _mm256_add_ps(a[l], a[l + 4]);
+      r = _mm256_add_ps(_mm256_add_ps(t[0], t[1]), _mm256_add_ps(t[2], t[3]));
     }
-    for (; d < head_dim; ++d) {
-      acc[d] = _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(p[j]),
-                                          _mm_cvtph_ps(_mm_cvtsi32_si128(vr[d])),
-                                          _mm_set_ss(acc[d])));
-    }
+    _mm256_storeu_ps(out + d, r);
   }
-  for (int d = 0; d < head_dim; ++d) out[d] = fold_partials(partial + d, head_dim, order);
+  // Columns past the last multiple of 8: the scalar kernel's way, one column at a time.
+  for (; d < head_dim; ++d) {
+    std::memset(partial, 0, sizeof(float) * np);
+    for (int64_t j = 0; j < n_kv; ++j) {
+      float& acc = partial[j % np];
+      acc = _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(p[j]),
+                                       _mm_cvtph_ps(_mm_cvtsi32_si128(v[j * v_stride + d])),
+                                       _mm_set_ss(acc)));
+    }
+    out[d] = fold_partials(partial, 1, order);
+  }
 }
 
 float dot_f16_ordered_avx2(const f16_t* a, const f16_t* b, int n, SumOrder order) {
@@ -96,6 +125,39 @@ float dot_f16_ordered_avx2(const f16_t* a, const f16_t* b, int n, SumOrder order
     sum += static_cast<double>(_cvtsh_ss(a[i]) * _cvtsh_ss(b[i]));
   }
   return static_cast<float>(sum);
+}
+
+void qk_f16_vecdot_avx2(const f16_t* q, const f16_t* k, int64_t k_stride, int64_t n_kv,
+                        int head_dim, float scale, float* scores) {
+  if (head_dim > kPvF32MaxDim) {
+    for (int64_t j = 0; j < n_kv; ++j) {
+      scores[j] = scale * dot_f16_ordered_avx2(k + j * k_stride, q, head_dim, SumOrder::VecDotF16);
+    }
+    return;
+  }
+  alignas(32) float q32[kPvF32MaxDim];  // the query widened once (exact)
+  for (int i = 0; i < head_dim; ++i) q32[i] = _cvtsh_ss(q[i]);
+  const int n_main = head_dim & ~31;
+  for (int64_t j = 0; j < n_kv; ++j) {
+    const f16_t* kj = k + j * k_stride;
+    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+    __m256 a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
+    for (int i = 0; i < n_main; i += 32) {
+      a0 = _mm256_fmadd_ps(load_f16x8(kj + i), _mm256_load_ps(q32 + i), a0);
+      a1 = _mm256_fmadd_ps(load_f16x8(kj + i + 8), _mm256_load_ps(q32 + i + 8), a1);
+      a2 = _mm256_fmadd_ps(load_f16x8(kj + i + 16), _mm256_load_ps(q32 + i + 16), a2);
+      a3 = _mm256_fmadd_ps(load_f16x8(kj + i + 24), _mm256_load_ps(q32 + i + 24), a3);
+    }
+    // fold_partials' VecDotF16 order in registers: partial 8 r + l is lane l of a_r.
+    const __m256 a = _mm256_add_ps(_mm256_add_ps(a0, a2), _mm256_add_ps(a1, a3));
+    const __m128 t = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+    const __m128 u = _mm_hadd_ps(t, t);  // t0 + t1, t2 + t3
+    double sum = _mm_cvtss_f32(_mm_add_ss(u, _mm_movehdup_ps(u)));
+    for (int i = n_main; i < head_dim; ++i) {
+      sum += static_cast<double>(_cvtsh_ss(kj[i]) * q32[i]);
+    }
+    scores[j] = scale * static_cast<float>(sum);
+  }
 }
 
 void qk_f32_tinyblas_avx2(const float* q, int n_q, const float* k, int64_t k_stride,

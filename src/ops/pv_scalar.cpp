@@ -31,6 +31,13 @@ float dot_f16_ordered(const f16_t* a, const f16_t* b, int n, SumOrder order) {
   return static_cast<float>(sum);
 }
 
+void qk_f16_vecdot(const f16_t* q, const f16_t* k, int64_t k_stride, int64_t n_kv, int head_dim,
+                   float scale, float* scores) {
+  for (int64_t j = 0; j < n_kv; ++j) {
+    scores[j] = scale * dot_f16_ordered(k + j * k_stride, q, head_dim, SumOrder::VecDotF16);
+  }
+}
+
 void softmax_ggml(float* x, int64_t n) {
   float max = -INFINITY;
   for (int64_t i = 0; i < n; ++i) max = std::max(max, x[i]);

@@ -101,6 +101,42 @@ TEST(AttentionKernels, Avx2BitIdenticalToScalar) {
   }
 }
 
+// Decode's per-head Q.K equals one VecDotF16 dot per cache row, and P.V keeps the scalar order
+// for head sizes with and without a tail past the last multiple of 8 or of 32.
+TEST(AttentionKernels, DecodeKernelsEqualTheScalarDots) {
+  const auto s = attention_kernels(Isa::Scalar);
+  std::vector<Isa> isas = {Isa::Scalar};
+  if (have_avx2()) isas.push_back(Isa::Avx2);
+  for (int hd : {8, 12, 40, 64, 96, 128}) {
+    for (int64_t n_kv : {1, 7, 32, 33, 100}) {
+      const int64_t stride = 3 * hd;
+      const auto kh = to_half(randn(n_kv * stride, 61 + n_kv));
+      const auto vh = to_half(randn(n_kv * stride, 71 + n_kv));
+      const auto qh = to_half(randn(hd, 81 + hd));
+      auto p = randn(n_kv, 91);
+      for (float& x : p) x = f16_to_f32(f32_to_f16(std::abs(x) / n_kv));
+      for (Isa isa : isas) {
+        const auto a = attention_kernels(isa);
+        if (hd % 8 == 0) {
+          std::vector<float> scores(n_kv);
+          a.qk_f16(qh.data(), kh.data() + hd, stride, n_kv, hd, 0.125f, scores.data());
+          for (int64_t j = 0; j < n_kv; ++j) {
+            const float want = 0.125f * s.dot_f16(kh.data() + j * stride + hd, qh.data(), hd,
+                                                  SumOrder::VecDotF16);
+            ASSERT_EQ(scores[j], want) << hd << " " << n_kv << " " << j;
+          }
+        }
+        std::vector<float> part(32 * hd), o1(hd), o2(hd);
+        for (SumOrder o : {SumOrder::VecDotF16, SumOrder::TinyBlas}) {
+          s.pv(p.data(), vh.data() + hd, stride, n_kv, hd, o, part.data(), o1.data());
+          a.pv(p.data(), vh.data() + hd, stride, n_kv, hd, o, part.data(), o2.data());
+          for (int d = 0; d < hd; ++d) ASSERT_EQ(o1[d], o2[d]) << hd << " " << n_kv << " " << d;
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace squeeze::ops
 

@@ -236,10 +236,6 @@ void prepare_sparse_input(const float* x, const int32_t* idx, int64_t n_active, 
   in.n_active = n_active;
   in.n_cols = n_cols;
   in.quantized = for_q4 && n_cols % kBlock32 == 0;
-  in.blocks.clear();
-  in.block_first.clear();
-  in.block_quad.clear();
-  in.quads.clear();
   if (in.quantized) {
     // The dense path's activations for Q4_1 (Q8_1); its Q8_0 ones (for Q4_0) are the same
     // scales and codes.
@@ -260,29 +256,49 @@ void prepare_sparse_input(const float* x, const int32_t* idx, int64_t n_active, 
       in.qsum_s[b] = f16_to_f32(q8[b].s);
     }
   }
+  // Sized once to their bounds and written through pointers: this runs for every sparse
+  // input of every layer of every token (push_back's checks were a visible share of it).
+  const size_t max_blocks = static_cast<size_t>((n_cols + kBlock32 - 1) / kBlock32) + 1;
+  in.blocks.resize(max_blocks);
+  in.block_first.resize(max_blocks);
+  in.block_quad.resize(max_blocks);
+  if (in.quantized) in.quads.resize(static_cast<size_t>(n_active / 4) + max_blocks);
+  int32_t* blocks = in.blocks.data();
+  int32_t* first = in.block_first.data();
+  int32_t* bquad = in.block_quad.data();
+  SparseQuad* quads = in.quads.data();
+  const int8_t* xq = in.xq.data();
+  int64_t nb = 0, nq = 0;
   for (int64_t i = 0; i < n_active;) {
     const int32_t b = idx[i] / kBlock32;
+    const int32_t end = (b + 1) * kBlock32;
     int64_t i1 = i + 1;
-    while (i1 < n_active && idx[i1] / kBlock32 == b) ++i1;
-    in.blocks.push_back(b);
-    in.block_first.push_back(static_cast<int32_t>(i));
-    in.block_quad.push_back(static_cast<int32_t>(in.quads.size()));
-    for (int64_t k = i; k < i1 && in.quantized; k += 4) {
-      SparseQuad q{};
-      uint32_t packed = 0;
-      for (int l = 0; l < 4; ++l) {
-        const int64_t e = std::min(k + l, i1 - 1);
-        q.j[l] = static_cast<uint8_t>(idx[e] % kBlock32);
-        const int8_t v = k + l < i1 ? in.xq[idx[e]] : 0;
-        packed |= static_cast<uint32_t>(static_cast<uint8_t>(v)) << (8 * l);
+    while (i1 < n_active && idx[i1] < end) ++i1;
+    blocks[nb] = b;
+    first[nb] = static_cast<int32_t>(i);
+    bquad[nb] = static_cast<int32_t>(nq);
+    ++nb;
+    if (in.quantized) {
+      for (int64_t k = i; k < i1; k += 4) {
+        SparseQuad& q = quads[nq++];
+        uint32_t packed = 0;
+        for (int l = 0; l < 4; ++l) {
+          const int64_t e = std::min(k + l, i1 - 1);
+          q.j[l] = static_cast<uint8_t>(idx[e] - b * kBlock32);
+          const int8_t v = k + l < i1 ? xq[idx[e]] : 0;
+          packed |= static_cast<uint32_t>(static_cast<uint8_t>(v)) << (8 * l);
+        }
+        q.xq4 = static_cast<int32_t>(packed);
       }
-      q.xq4 = static_cast<int32_t>(packed);
-      in.quads.push_back(q);
     }
     i = i1;
   }
-  in.block_first.push_back(static_cast<int32_t>(n_active));
-  in.block_quad.push_back(static_cast<int32_t>(in.quads.size()));
+  first[nb] = static_cast<int32_t>(n_active);
+  bquad[nb] = static_cast<int32_t>(nq);
+  in.blocks.resize(static_cast<size_t>(nb));
+  in.block_first.resize(static_cast<size_t>(nb + 1));
+  in.block_quad.resize(static_cast<size_t>(nb + 1));
+  in.quads.resize(static_cast<size_t>(nq));
 }
 
 namespace {

@@ -8,6 +8,8 @@ For each weight format (default: q8_0 and q4_0 files converted from the shipped 
   * quality with `squeeze perplexity --act-sparsity S --kl-divergence BASE` on wiki.test.raw,
     ctx 512, the first --chunks chunks, against the dense base model's logits (the Q4_1 file),
     for S = dense and each level: PPL, mean KLD, top-1 agreement and the density reached there;
+  * TEAL with the output head's input sparsified too (`--head-sparsity` at the same level), at
+    HEAD_LEVELS: quality and speed as above;
   * speed: tg128 (`squeeze bench -p 0 -n 128 -r REPS`) dense and at each level, and llama.cpp's
     dense tg128 on the same file (llama-cpp-python, timed as bench/vs_llamacpp times it), all in
     one loop of --rounds interleaved rounds; the figure is the median over rounds.
@@ -34,6 +36,8 @@ CALIB = os.path.join(ROOT, "..", "shared", "data", "wikitext-2", "valid.txt")
 BASE = os.path.join(ROOT, "models", "SmolLM2-135M-Instruct.Q4_1.gguf")
 LEVELS = [0.25, 0.4, 0.5, 0.6]
 METHODS = ["teal", "cats"]
+# TEAL with the output head sparsified too (--head-sparsity at the blocks' level).
+HEAD_LEVELS = [0.25, 0.4, 0.5]
 
 
 def load_vs_llamacpp():
@@ -65,11 +69,13 @@ def run(cmd):
     return p
 
 
-def perplexity(sq, model, base_logits, chunks, level):
+def perplexity(sq, model, base_logits, chunks, level, head=None):
     cmd = [sq, "perplexity", "-m", model, "-f", TEST, "--chunks", str(chunks),
            "--kl-divergence", base_logits]
     if level is not None:
         cmd += ["--act-sparsity", str(level)]
+    if head is not None:
+        cmd += ["--head-sparsity", str(head)]
     out = run(cmd).stdout
     r = {"ppl": float(re.search(r"PPL\(model\)\s+([\d.]+)", out).group(1)),
          "kld": float(re.search(r"Mean KLD\s+([\d.]+)", out).group(1)),
@@ -80,6 +86,8 @@ def perplexity(sq, model, base_logits, chunks, level):
     else:
         m = re.search(r"density gate_act ([\d.]+)", out)
         r["density"] = float(m.group(1)) if m else 1.0
+    m = re.search(r"; head_in ([\d.]+)", out)
+    r["head_density"] = float(m.group(1)) if m else 1.0
     return r
 
 
@@ -90,10 +98,12 @@ def read_fraction(method, density):
     return density if method == "teal" else 0.5 + 0.5 * density
 
 
-def tg128(sq, model, reps, level):
+def tg128(sq, model, reps, level, head=None):
     cmd = [sq, "bench", "-m", model, "-p", "0", "-n", "128", "-r", str(reps), "--json"]
     if level is not None:
         cmd += ["--act-sparsity", str(level)]
+    if head is not None:
+        cmd += ["--head-sparsity", str(head)]
     rep = json.loads(run(cmd).stdout)
     return rep["results"][0]["avg_ts"]
 
@@ -160,6 +170,13 @@ def main():
                     res[qkey] = perplexity(sq, f, base_logits, a.chunks, level)
                     save()
                     print(f"{qkey}: {res[qkey]}", file=sys.stderr, flush=True)
+            if method == "teal":
+                for level in HEAD_LEVELS:
+                    qkey = f"quality/{fmt}/teal+head/{level}"
+                    if qkey not in res:
+                        res[qkey] = perplexity(sq, f, base_logits, a.chunks, level, level)
+                        save()
+                        print(f"{qkey}: {res[qkey]}", file=sys.stderr, flush=True)
 
         # ReLU-fication: no thresholds, one level (0).
         f = os.path.join(a.out, f"{fmt}-relu.gguf")
@@ -198,6 +215,9 @@ def main():
                     for level in LEVELS:
                         samples.setdefault(f"{fmt}/{method}/{level}", []).append(
                             tg128(sq, files[(fmt, method)], a.reps, level))
+                for level in HEAD_LEVELS:
+                    samples.setdefault(f"{fmt}/teal+head/{level}", []).append(
+                        tg128(sq, files[(fmt, "teal")], a.reps, level, level))
                 samples.setdefault(f"{fmt}/relu/0", []).append(
                     tg128(sq, files[(fmt, "relu")], a.reps, 0))
             print(f"speed round {rnd + 1}/{a.rounds}", file=sys.stderr, flush=True)
@@ -212,10 +232,10 @@ def main():
         f1 = lambda v, p=1: "-" if v is None else f"{v:.{p}f}"
         print(f"\n{fmt} (llama.cpp dense tg128 {f1(l_tg, 0)} t/s)\n")
         print("| method | target sparsity | density (held-back valid) | density (test) | "
-              "block weights read | PPL | mean KLD | top-1 % | tg128 t/s | vs dense squeeze | "
-              "vs dense llama.cpp |")
-        print("|---|---|---|---|---|---|---|---|---|---|---|")
-        print(f"| dense | 0 | 1 | 1 | 1 | {dense_q['ppl']:.3f} | {dense_q['kld']:.4f} | "
+              "block weights read | head read | PPL | mean KLD | top-1 % | tg128 t/s | "
+              "vs dense squeeze | vs dense llama.cpp |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+        print(f"| dense | 0 | 1 | 1 | 1 | 1 | {dense_q['ppl']:.3f} | {dense_q['kld']:.4f} | "
               f"{dense_q['top1']:.2f} | {f1(d_tg, 0)} | 1.00x | "
               f"{'-' if not (d_tg and l_tg) else f'{d_tg / l_tg:.2f}x'} |")
         for method in METHODS:
@@ -225,15 +245,28 @@ def main():
                 t = tg.get(f"{fmt}/{method}/{level}")
                 held = sp["heldout"].get(str(level), sp["heldout"].get(level))
                 print(f"| {method} | {level} | {f1(held, 3)} | {q['density']:.3f} | "
-                      f"{read_fraction(method, q['density']):.2f} | {q['ppl']:.3f} | "
+                      f"{read_fraction(method, q['density']):.2f} | 1 | {q['ppl']:.3f} | "
                       f"{q['kld']:.4f} | {q['top1']:.2f} | {f1(t, 0)} | "
+                      f"{'-' if not (t and d_tg) else f'{t / d_tg:.2f}x'} | "
+                      f"{'-' if not (t and l_tg) else f'{t / l_tg:.2f}x'} |")
+            if method != "teal":
+                continue
+            for level in HEAD_LEVELS:
+                q = res.get(f"quality/{fmt}/teal+head/{level}")
+                if q is None:
+                    continue
+                t = tg.get(f"{fmt}/teal+head/{level}")
+                held = sp["heldout"].get(str(level), sp["heldout"].get(level))
+                print(f"| teal + head | {level} | {f1(held, 3)} | {q['density']:.3f} | "
+                      f"{read_fraction(method, q['density']):.2f} | {q['head_density']:.2f} | "
+                      f"{q['ppl']:.3f} | {q['kld']:.4f} | {q['top1']:.2f} | {f1(t, 0)} | "
                       f"{'-' if not (t and d_tg) else f'{t / d_tg:.2f}x'} | "
                       f"{'-' if not (t and l_tg) else f'{t / l_tg:.2f}x'} |")
         q = res[f"quality/{fmt}/relu/0"]
         t = tg.get(f"{fmt}/relu/0")
         held = list(res[f"sparsify/{fmt}/relu"]["heldout"].values())[0]
         print(f"| relu (no thresholds) | - | {held:.3f} | {q['density']:.3f} | "
-              f"{read_fraction('relu', q['density']):.2f} | {q['ppl']:.3f} | "
+              f"{read_fraction('relu', q['density']):.2f} | 1 | {q['ppl']:.3f} | "
               f"{q['kld']:.4f} | {q['top1']:.2f} | {f1(t, 0)} | "
               f"{'-' if not (t and d_tg) else f'{t / d_tg:.2f}x'} | "
               f"{'-' if not (t and l_tg) else f'{t / l_tg:.2f}x'} |")

@@ -238,38 +238,32 @@ def main():
         print(f"| dense | 0 | 1 | 1 | 1 | 1 | {dense_q['ppl']:.3f} | {dense_q['kld']:.4f} | "
               f"{dense_q['top1']:.2f} | {f1(d_tg, 0)} | 1.00x | "
               f"{'-' if not (d_tg and l_tg) else f'{d_tg / l_tg:.2f}x'} |")
+        def row(name, level, held, q, read, head, t):
+            print(f"| {name} | {level} | {f1(held, 3)} | {q['density']:.3f} | {read:.2f} | "
+                  f"{head} | {q['ppl']:.3f} | {q['kld']:.4f} | {q['top1']:.2f} | {f1(t, 0)} | "
+                  f"{'-' if not (t and d_tg) else f'{t / d_tg:.2f}x'} | "
+                  f"{'-' if not (t and l_tg) else f'{t / l_tg:.2f}x'} |")
+
         for method in METHODS:
             sp = res[f"sparsify/{fmt}/{method}"]
             for level in LEVELS:
                 q = res[f"quality/{fmt}/{method}/{level}"]
-                t = tg.get(f"{fmt}/{method}/{level}")
                 held = sp["heldout"].get(str(level), sp["heldout"].get(level))
-                print(f"| {method} | {level} | {f1(held, 3)} | {q['density']:.3f} | "
-                      f"{read_fraction(method, q['density']):.2f} | 1 | {q['ppl']:.3f} | "
-                      f"{q['kld']:.4f} | {q['top1']:.2f} | {f1(t, 0)} | "
-                      f"{'-' if not (t and d_tg) else f'{t / d_tg:.2f}x'} | "
-                      f"{'-' if not (t and l_tg) else f'{t / l_tg:.2f}x'} |")
+                row(method, level, held, q, read_fraction(method, q["density"]), 1,
+                    tg.get(f"{fmt}/{method}/{level}"))
             if method != "teal":
                 continue
             for level in HEAD_LEVELS:
                 q = res.get(f"quality/{fmt}/teal+head/{level}")
                 if q is None:
                     continue
-                t = tg.get(f"{fmt}/teal+head/{level}")
                 held = sp["heldout"].get(str(level), sp["heldout"].get(level))
-                print(f"| teal + head | {level} | {f1(held, 3)} | {q['density']:.3f} | "
-                      f"{read_fraction(method, q['density']):.2f} | {q['head_density']:.2f} | "
-                      f"{q['ppl']:.3f} | {q['kld']:.4f} | {q['top1']:.2f} | {f1(t, 0)} | "
-                      f"{'-' if not (t and d_tg) else f'{t / d_tg:.2f}x'} | "
-                      f"{'-' if not (t and l_tg) else f'{t / l_tg:.2f}x'} |")
+                row("teal + head", level, held, q, read_fraction(method, q["density"]),
+                    f"{q['head_density']:.2f}", tg.get(f"{fmt}/teal+head/{level}"))
         q = res[f"quality/{fmt}/relu/0"]
-        t = tg.get(f"{fmt}/relu/0")
         held = list(res[f"sparsify/{fmt}/relu"]["heldout"].values())[0]
-        print(f"| relu (no thresholds) | - | {held:.3f} | {q['density']:.3f} | "
-              f"{read_fraction('relu', q['density']):.2f} | 1 | {q['ppl']:.3f} | "
-              f"{q['kld']:.4f} | {q['top1']:.2f} | {f1(t, 0)} | "
-              f"{'-' if not (t and d_tg) else f'{t / d_tg:.2f}x'} | "
-              f"{'-' if not (t and l_tg) else f'{t / l_tg:.2f}x'} |")
+        row("relu (no thresholds)", "-", held, q, read_fraction("relu", q["density"]), 1,
+            tg.get(f"{fmt}/relu/0"))
         print("\ndensity of the union over a batch of b tokens at sparsity 0.5 (held-back valid):\n")
         bs = sorted({int(b) for m in METHODS + ["relu"] for b in res[f"sparsify/{fmt}/{m}"]["batch"]})
         print("| method | " + " | ".join(f"b={b}" for b in bs) + " |")

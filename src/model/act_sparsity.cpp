@@ -1,6 +1,8 @@
 #include "model/act_sparsity.h"
 
 #include <cmath>
+#include <cstring>
+#include <initializer_list>
 #include <limits>
 #include <string>
 
@@ -16,6 +18,29 @@ ops::ColumnWeights columns_or_empty(const ops::WeightView& w, int64_t& n_fallbac
   if (ops::column_layout_supported(w.type) && w.n_rows % 32 == 0) return ops::to_column_layout(w);
   ++n_fallback;
   return {};
+}
+
+// The column layout of the matrices' rows stacked in order (one input, so equal n_cols), or an
+// empty one where their formats differ or have no layout.
+ops::ColumnWeights stacked_columns(std::initializer_list<const ops::WeightView*> ws) {
+  const ops::WeightView& w0 = **ws.begin();
+  int64_t rows = 0;
+  for (const ops::WeightView* w : ws) {
+    if (w->type != w0.type || w->n_cols != w0.n_cols || w->n_rows % 32 != 0) return {};
+    rows += w->n_rows;
+  }
+  if (!ops::column_layout_supported(w0.type)) return {};
+  std::vector<uint8_t> bytes(static_cast<size_t>(rows) * w0.row_bytes);
+  size_t at = 0;
+  for (const ops::WeightView* w : ws) {
+    const size_t n = static_cast<size_t>(w->n_rows) * w->row_bytes;
+    std::memcpy(bytes.data() + at, w->data, n);
+    at += n;
+  }
+  ops::WeightView all = w0;
+  all.n_rows = rows;
+  all.data = bytes.data();
+  return ops::to_column_layout(all);
 }
 
 }  // namespace
@@ -88,12 +113,18 @@ ActSparsity::ActSparsity(const Model& m, sparsity::ThresholdTable table, double 
       }
       int64_t& fb = fallbacks[il];
       if (table_.method == sparsity::Method::Teal) {
-        S.wq = columns_or_empty(L.wq, fb);
-        S.wk = columns_or_empty(L.wk, fb);
-        S.wv = columns_or_empty(L.wv, fb);
+        S.qkv = stacked_columns({&L.wq, &L.wk, &L.wv});
+        if (S.qkv.n_rows == 0) {
+          S.wq = columns_or_empty(L.wq, fb);
+          S.wk = columns_or_empty(L.wk, fb);
+          S.wv = columns_or_empty(L.wv, fb);
+        }
         S.wo = columns_or_empty(L.wo, fb);
-        S.gate = columns_or_empty(L.ffn_gate, fb);
-        S.up = columns_or_empty(L.ffn_up, fb);
+        S.gate_up = stacked_columns({&L.ffn_gate, &L.ffn_up});
+        if (S.gate_up.n_rows == 0) {
+          S.gate = columns_or_empty(L.ffn_gate, fb);
+          S.up = columns_or_empty(L.ffn_up, fb);
+        }
       }
       S.down = columns_or_empty(L.ffn_down, fb);
     }
@@ -115,7 +146,8 @@ ActSparsity::ActSparsity(const Model& m, sparsity::ThresholdTable table, double 
 size_t ActSparsity::bytes() const {
   size_t b = 0;
   for (const SparseLayer& S : layers_) {
-    for (const ops::ColumnWeights* w : {&S.wq, &S.wk, &S.wv, &S.wo, &S.gate, &S.up, &S.down}) {
+    for (const ops::ColumnWeights* w :
+         {&S.wq, &S.wk, &S.wv, &S.wo, &S.gate, &S.up, &S.down, &S.qkv, &S.gate_up}) {
       b += w->bytes();
     }
   }

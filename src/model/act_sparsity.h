@@ -28,6 +28,10 @@ struct SparseLayer {
   // Column layouts of the matrices read with a sparse input (empty where unused, or where the
   // weight format has none: those run densely on the zeroed input).
   ops::ColumnWeights wq, wk, wv, wo, gate, up, down;
+  // TEAL: q/k/v (and gate/up), which share their input, as one matrix of stacked rows when
+  // their formats match (then wq, wk, wv (gate, up) stay empty): each kept input's weights are
+  // one longer run and the product one work item per thread.
+  ops::ColumnWeights qkv, gate_up;
 };
 
 // The output head's sparsity (TEAL tables with head thresholds, when asked for).

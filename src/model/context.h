@@ -52,6 +52,7 @@ struct ForwardScratch {
   // token, kernel scratch, and counters of what was kept.
   const ActSparsity* sparsity = nullptr;
   std::vector<int32_t> idx;
+  std::vector<float> fused;  // the output of a stacked product (SparseLayer::qkv, gate_up)
   ops::SparseScratch sparse;
   SparsityCounters counters;
 };

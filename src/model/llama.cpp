@@ -180,12 +180,27 @@ void forward_llama_layer(const Model& m, int64_t il, KvCache& kv, ForwardScratch
     const ops::WeightView* w;
     float* y;
   };
+  // fused: the products' rows stacked in one column layout (SparseLayer::qkv, gate_up), used
+  // instead of theirs when it exists; its rows are copied back to each product's output.
   auto smm = [&](std::initializer_list<Product> ps, const float* xin, int64_t n_in,
-                 int64_t kept) {
+                 int64_t kept, const ops::ColumnWeights* fused = nullptr) {
     bool sparse = n == 1 && static_cast<double>(kept) <= kSparseMaxDensity * static_cast<double>(n_in);
-    for (const Product& p : ps) sparse = sparse && p.cw->n_rows > 0;
+    if (fused != nullptr && fused->n_rows == 0) fused = nullptr;
+    for (const Product& p : ps) sparse = sparse && (fused != nullptr || p.cw->n_rows > 0);
     if (!sparse) {
       for (const Product& p : ps) ops::matmul(*p.w, xin, n, n_in, p.y, p.w->n_rows, pool, s.mm);
+      return;
+    }
+    if (fused != nullptr) {
+      ops::prepare_sparse_input(xin, s.idx.data(), kept, n_in, s.sparse.input,
+                                ops::needs_q4_input(*fused));
+      s.fused.resize(static_cast<size_t>(fused->n_rows));
+      ops::sparse_gemv(*fused, s.sparse.input, s.fused.data(), pool, s.sparse);
+      const float* from = s.fused.data();
+      for (const Product& p : ps) {
+        std::copy(from, from + p.w->n_rows, p.y);
+        from += p.w->n_rows;
+      }
       return;
     }
     bool for_q4 = false;
@@ -204,7 +219,7 @@ void forward_llama_layer(const Model& m, int64_t il, KvCache& kv, ForwardScratch
   if (teal) {
     const int64_t kept = sparsify(s.xn.data(), n_embd, sparsity::kAttnIn);
     smm({{&SL->wq, &L.wq, s.q.data()}, {&SL->wk, &L.wk, s.k.data()}, {&SL->wv, &L.wv, s.v.data()}},
-        s.xn.data(), n_embd, kept);
+        s.xn.data(), n_embd, kept, &SL->qkv);
   } else {
     ops::matmul({{&L.wq, s.q.data(), n_q}, {&L.wk, s.k.data(), n_kv}, {&L.wv, s.v.data(), n_kv}},
                 s.xn.data(), n, n_embd, pool, s.mm);
@@ -245,7 +260,7 @@ void forward_llama_layer(const Model& m, int64_t il, KvCache& kv, ForwardScratch
   if (teal) {
     const int64_t kept = sparsify(s.xn.data(), n_embd, sparsity::kFfnIn);
     smm({{&SL->gate, &L.ffn_gate, s.gate.data()}, {&SL->up, &L.ffn_up, s.up.data()}}, s.xn.data(),
-        n_embd, kept);
+        n_embd, kept, &SL->gate_up);
     cb("ffn_gate", s.gate.data(), n, n_ff);
     ops::swiglu(s.gate.data(), s.up.data(), n * n_ff, s.gate.data());
     cb("ffn_act", s.gate.data(), n, n_ff);

@@ -167,7 +167,14 @@ TEST_F(QuantizeCli, GptqInterruptLeavesNothingBehind) {
   const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const std::string text = slurp(err);
   EXPECT_EQ(rc, 130) << text;
-  EXPECT_LT(waited, 10.0) << "took " << waited << " s to stop";
+  // "Promptly": one calibration step, not the whole run (minutes). AddressSanitizer slows a
+  // step several-fold (10.7 s seen in CI with two tests running), so its builds get more room.
+#if defined(__SANITIZE_ADDRESS__)
+  constexpr double kStopSeconds = 40.0;
+#else
+  constexpr double kStopSeconds = 10.0;
+#endif
+  EXPECT_LT(waited, kStopSeconds) << "took " << waited << " s to stop";
   EXPECT_NE(text.find("error: interrupted; no output written"), std::string::npos) << text;
   EXPECT_EQ(work_files(), std::vector<std::string>{"tiny.gguf"});
 }

@@ -160,6 +160,12 @@ TEST_F(ActSparsityTest, OneTokenSparseKernelsMatchTheZeroedDenseProducts) {
       const compress::SparsifyResult r = calibrate(method, 0.5);
       const model::ActSparsity policy(*model_, r.table, 0.5, pool_);
       EXPECT_EQ(policy.n_dense_fallback(), 0);
+      if (method == Method::Teal) {  // q/k/v and gate/up stacked (formats match)
+        EXPECT_EQ(policy.layer(0).qkv.n_rows, model_->layers[0].wq.n_rows +
+                                                  2 * model_->layers[0].wk.n_rows);
+        EXPECT_EQ(policy.layer(0).gate_up.n_rows, 2 * model_->hparams().n_ff);
+        EXPECT_EQ(policy.layer(0).wq.n_rows, 0);
+      }
       EXPECT_GT(policy.bytes(), 0u);
       std::vector<float> one, batch;
       model::SparsityCounters c;

@@ -4,7 +4,9 @@
 #include <immintrin.h>
 
 #include <cstdint>
+#include <cstring>
 
+#include "ops/pack_indices.h"
 #include "ops/sparse_gemv.h"
 
 namespace squeeze::ops {
@@ -149,17 +151,77 @@ int64_t nonzero_indices_avx2(const float* x, int64_t n, int32_t* idx) {
   const __m256 zero = _mm256_setzero_ps();
   for (; i + 8 <= n; i += 8) {
     // Lanes that are not zero (unordered: a NaN is kept, as x != 0 keeps it).
-    unsigned mask = static_cast<unsigned>(
+    const unsigned mask = static_cast<unsigned>(
         _mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(x + i), zero, _CMP_NEQ_UQ)));
-    while (mask != 0) {
-      idx[k++] = static_cast<int32_t>(i + __builtin_ctz(mask));
-      mask &= mask - 1;
-    }
+    k += pack_indices8(mask, static_cast<int32_t>(i), idx + k);  // within idx[0..n): k <= i
   }
   for (; i < n; ++i) {
     if (x[i] != 0.0f) idx[k++] = static_cast<int32_t>(i);
   }
   return k;
+}
+
+bool group_blocks_avx2(const float* x, int64_t n_cols, int64_t n_active, const int8_t* xq,
+                       SparseGroups& g) {
+  const __m256 zero = _mm256_setzero_ps();
+  const __m256i iota = _mm256_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16,
+                                        17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31);
+  int64_t nb = 0, nq = 0, na = 0;
+  for (int64_t b = 0; b < n_cols / 32; ++b) {
+    // The block's non-zero lanes (a NaN counts, as in nonzero_indices), 8 bits per compare.
+    unsigned m[4];
+    int n = 0;
+    for (int h = 0; h < 4; ++h) {
+      m[h] = static_cast<unsigned>(_mm256_movemask_ps(
+          _mm256_cmp_ps(_mm256_loadu_ps(x + 32 * b + 8 * h), zero, _CMP_NEQ_UQ)));
+      n += kPackTable.count[m[h]];
+    }
+    if (n == 0) continue;
+    if (na + n > n_active) return false;
+    g.blocks[nb] = static_cast<int32_t>(b);
+    g.first[nb] = static_cast<int32_t>(na);
+    g.quad[nb] = static_cast<int32_t>(nq);
+    ++nb;
+    na += n;
+    if (g.quads == nullptr) continue;
+    // The active positions j, packed: 8 table bytes per mask byte, each store overlapping the
+    // unused tail of the previous one.
+    alignas(32) uint8_t jb[32 + 8];
+    int k = 0;
+    for (int h = 0; h < 4; ++h) {
+      const uint64_t v = kPackTable.bytes[m[h]] + 0x0808080808080808ull * static_cast<unsigned>(h);
+      std::memcpy(jb + k, &v, 8);
+      k += kPackTable.count[m[h]];
+    }
+    // Past the n-th: the last position again, with a zero code (the scalar twin's padding).
+    const __m256i pad = _mm256_cmpgt_epi8(iota, _mm256_set1_epi8(static_cast<char>(n - 1)));
+    const __m256i j = _mm256_blendv_epi8(_mm256_load_si256(reinterpret_cast<const __m256i*>(jb)),
+                                         _mm256_set1_epi8(static_cast<char>(jb[n - 1])), pad);
+    // Their codes: a 32-entry table lookup from two 16-byte lookups (pshufb reads j's low 4
+    // bits; j < 32, so no index has bit 7 set).
+    const __m256i codes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + 32 * b));
+    const __m256i lo = _mm256_permute2x128_si256(codes, codes, 0x00);
+    const __m256i hi = _mm256_permute2x128_si256(codes, codes, 0x11);
+    const __m256i upper = _mm256_cmpgt_epi8(j, _mm256_set1_epi8(15));
+    const __m256i xv = _mm256_andnot_si256(
+        pad, _mm256_blendv_epi8(_mm256_shuffle_epi8(lo, j), _mm256_shuffle_epi8(hi, j), upper));
+    // Quads are {4 positions, 4 codes}: interleaving j and xv by 32-bit lanes within each
+    // 128-bit half gives a = quads 0, 1 | 4, 5 and c = quads 2, 3 | 6, 7.
+    const __m256i a = _mm256_unpacklo_epi32(j, xv);
+    const __m256i c = _mm256_unpackhi_epi32(j, xv);
+    auto* out = reinterpret_cast<__m128i*>(g.quads + nq);
+    _mm_storeu_si128(out, _mm256_castsi256_si128(a));
+    _mm_storeu_si128(out + 1, _mm256_castsi256_si128(c));
+    _mm_storeu_si128(out + 2, _mm256_extracti128_si256(a, 1));
+    _mm_storeu_si128(out + 3, _mm256_extracti128_si256(c, 1));
+    nq += (n + 3) / 4;
+  }
+  if (na != n_active) return false;
+  g.first[nb] = static_cast<int32_t>(na);
+  g.quad[nb] = static_cast<int32_t>(nq);
+  g.n_blocks = nb;
+  g.n_quads = nq;
+  return true;
 }
 
 }  // namespace squeeze::ops

@@ -257,30 +257,39 @@ void prepare_sparse_input(const float* x, const int32_t* idx, int64_t n_active, 
     }
   }
   // Sized once to their bounds and written through pointers: this runs for every sparse
-  // input of every layer of every token (push_back's checks were a visible share of it).
+  // input of every layer of every token (push_back's checks were a visible share of it). The
+  // quads get kGroupSlack spare entries: the AVX2 twin stores 8 at a time.
   const size_t max_blocks = static_cast<size_t>((n_cols + kBlock32 - 1) / kBlock32) + 1;
   in.blocks.resize(max_blocks);
   in.block_first.resize(max_blocks);
   in.block_quad.resize(max_blocks);
-  if (in.quantized) in.quads.resize(static_cast<size_t>(n_active / 4) + max_blocks);
-  int32_t* blocks = in.blocks.data();
-  int32_t* first = in.block_first.data();
-  int32_t* bquad = in.block_quad.data();
-  SparseQuad* quads = in.quads.data();
-  const int8_t* xq = in.xq.data();
+  if (in.quantized) in.quads.resize(static_cast<size_t>(n_active / 4) + max_blocks + kGroupSlack);
+  SparseGroups g{in.blocks.data(), in.block_first.data(), in.block_quad.data(),
+                 in.quantized ? in.quads.data() : nullptr, 0, 0};
+  const bool simd = uses_avx2(active_isa()) && n_cols % kBlock32 == 0 &&
+                    group_blocks_avx2(x, n_cols, n_active, in.xq.data(), g);
+  if (!simd) group_blocks_scalar(idx, n_active, in.xq.data(), g);
+  in.blocks.resize(static_cast<size_t>(g.n_blocks));
+  in.block_first.resize(static_cast<size_t>(g.n_blocks + 1));
+  in.block_quad.resize(static_cast<size_t>(g.n_blocks + 1));
+  in.quads.resize(in.quantized ? static_cast<size_t>(g.n_quads) : 0);
+}
+
+void group_blocks_scalar(const int32_t* idx, int64_t n_active, const int8_t* xq,
+                         SparseGroups& g) {
   int64_t nb = 0, nq = 0;
   for (int64_t i = 0; i < n_active;) {
     const int32_t b = idx[i] / kBlock32;
     const int32_t end = (b + 1) * kBlock32;
     int64_t i1 = i + 1;
     while (i1 < n_active && idx[i1] < end) ++i1;
-    blocks[nb] = b;
-    first[nb] = static_cast<int32_t>(i);
-    bquad[nb] = static_cast<int32_t>(nq);
+    g.blocks[nb] = b;
+    g.first[nb] = static_cast<int32_t>(i);
+    g.quad[nb] = static_cast<int32_t>(nq);
     ++nb;
-    if (in.quantized) {
+    if (g.quads != nullptr) {
       for (int64_t k = i; k < i1; k += 4) {
-        SparseQuad& q = quads[nq++];
+        SparseQuad& q = g.quads[nq++];
         uint32_t packed = 0;
         for (int l = 0; l < 4; ++l) {
           const int64_t e = std::min(k + l, i1 - 1);
@@ -293,12 +302,10 @@ void prepare_sparse_input(const float* x, const int32_t* idx, int64_t n_active, 
     }
     i = i1;
   }
-  first[nb] = static_cast<int32_t>(n_active);
-  bquad[nb] = static_cast<int32_t>(nq);
-  in.blocks.resize(static_cast<size_t>(nb));
-  in.block_first.resize(static_cast<size_t>(nb + 1));
-  in.block_quad.resize(static_cast<size_t>(nb + 1));
-  in.quads.resize(static_cast<size_t>(nq));
+  g.first[nb] = static_cast<int32_t>(n_active);
+  g.quad[nb] = static_cast<int32_t>(nq);
+  g.n_blocks = nb;
+  g.n_quads = nq;
 }
 
 namespace {

@@ -126,6 +126,29 @@ struct SparseInput {
 void prepare_sparse_input(const float* x, const int32_t* idx, int64_t n_active, int64_t n_cols,
                           SparseInput& in, bool for_q4 = true);
 
+// The grouping step of prepare_sparse_input, in twins that give identical results: the blocks
+// with an active input (ascending), their first index into idx and first quad (each array
+// gets n_blocks + 1 entries), and, when quads is set, the quads. The caller sizes the arrays:
+// blocks / first / quad n_cols / 32 + 2 entries, quads n_active / 4 + n_cols / 32 + 1 +
+// kGroupSlack (the AVX2 twin stores 8 quads at a time).
+constexpr int64_t kGroupSlack = 8;
+struct SparseGroups {
+  int32_t* blocks;
+  int32_t* first;
+  int32_t* quad;
+  SparseQuad* quads;  // nullptr: no quads (an input not prepared for Q4)
+  int64_t n_blocks;   // set by the twins
+  int64_t n_quads;
+};
+// From idx[0..n_active) (xq: the input's codes, read only for quads).
+void group_blocks_scalar(const int32_t* idx, int64_t n_active, const int8_t* xq,
+                         SparseGroups& g);
+// From the non-zero entries of x (n_cols a multiple of 32), which must be exactly the
+// n_active listed ones (the contract of prepare_sparse_input): returns false, having written
+// nothing the caller keeps, when their count differs (the caller then uses the scalar twin).
+bool group_blocks_avx2(const float* x, int64_t n_cols, int64_t n_active, const int8_t* xq,
+                       SparseGroups& g);
+
 // Whether a product with w needs an input prepared for_q4.
 inline bool needs_q4_input(const ColumnWeights& w) {
   return w.type == formats::DType::Q4_0 || w.type == formats::DType::Q4_1;

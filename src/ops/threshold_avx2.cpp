@@ -1,7 +1,9 @@
 // AVX2 twin of threshold_indices_scalar (ops/threshold.h): 8 entries per compare; the kept
-// ones' indices come from the set bits of the compare mask.
+// ones' indices come from the compare mask through a table (pack_indices.h), without a branch
+// per index. Writing 8 indices at idx + k stays within idx[0..n): k <= i and i + 8 <= n.
 #include <immintrin.h>
 
+#include "ops/pack_indices.h"
 #include "ops/threshold.h"
 
 namespace squeeze::ops {
@@ -15,11 +17,8 @@ int64_t threshold_indices_avx2(float* x, int64_t n, float t, int32_t* idx) {
     // Kept: !(|x| < t), so NaN is kept as in the scalar code.
     const __m256 keep = _mm256_cmp_ps(_mm256_and_ps(v, abs_mask), tv, _CMP_NLT_UQ);
     _mm256_storeu_ps(x + i, _mm256_and_ps(v, keep));
-    unsigned bits = static_cast<unsigned>(_mm256_movemask_ps(keep));
-    while (bits != 0) {
-      idx[k++] = static_cast<int32_t>(i + __builtin_ctz(bits));
-      bits &= bits - 1;
-    }
+    k += pack_indices8(static_cast<unsigned>(_mm256_movemask_ps(keep)),
+                       static_cast<int32_t>(i), idx + k);
   }
   for (; i < n; ++i) {
     if (__builtin_fabsf(x[i]) < t) {

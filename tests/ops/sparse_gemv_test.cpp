@@ -498,6 +498,59 @@ TEST(SparseGemvLayout, FloatProductsNeedNoQ4Input) {
   }
 }
 
+// The grouping step of prepare_sparse_input: the AVX2 twin (from the non-zero x) gives the
+// scalar one's blocks, index ranges and quads (positions, codes, padding) exactly, and refuses
+// an input whose count of non-zero entries is not the one given.
+TEST(SparseGemvIndices, GroupBlocksTwinsAgree) {
+  if (!cpu_has_avx2()) GTEST_SKIP() << "no AVX2";
+  std::mt19937 rng(77);
+  std::uniform_int_distribution<int> code(-128, 127);
+  for (int64_t n_cols : {32, 64, 576, 1536}) {
+    for (double density : {0.0, 0.02, 0.3, 0.5, 0.9, 1.0}) {
+      const auto x = sparse_x(n_cols, density, static_cast<uint32_t>(n_cols + density * 100));
+      std::vector<int32_t> idx(n_cols);
+      idx.resize(nonzero_indices_scalar(x.data(), n_cols, idx.data()));
+      const auto n_active = static_cast<int64_t>(idx.size());
+      std::vector<int8_t> xq(n_cols);
+      for (auto& v : xq) v = static_cast<int8_t>(code(rng));
+      for (bool with_quads : {false, true}) {
+        const size_t nb = static_cast<size_t>(n_cols / 32 + 2);
+        const size_t nq = static_cast<size_t>(n_active / 4 + n_cols / 32 + 1 + kGroupSlack);
+        std::vector<int32_t> blocks[2], first[2], quad[2];
+        std::vector<SparseQuad> quads[2];
+        SparseGroups g[2];
+        for (int t = 0; t < 2; ++t) {
+          blocks[t].assign(nb, -1), first[t].assign(nb, -1), quad[t].assign(nb, -1);
+          quads[t].assign(nq, SparseQuad{{0, 0, 0, 0}, 0});
+          g[t] = {blocks[t].data(), first[t].data(), quad[t].data(),
+                  with_quads ? quads[t].data() : nullptr, 0, 0};
+        }
+        group_blocks_scalar(idx.data(), n_active, xq.data(), g[0]);
+        ASSERT_TRUE(group_blocks_avx2(x.data(), n_cols, n_active, xq.data(), g[1]));
+        const std::string at = std::to_string(n_cols) + " at " + std::to_string(density);
+        ASSERT_EQ(g[0].n_blocks, g[1].n_blocks) << at;
+        ASSERT_EQ(g[0].n_quads, g[1].n_quads) << at;
+        for (int64_t b = 0; b <= g[0].n_blocks; ++b) {
+          if (b < g[0].n_blocks) {
+            ASSERT_EQ(blocks[0][b], blocks[1][b]) << at;
+          }
+          ASSERT_EQ(first[0][b], first[1][b]) << at;
+          ASSERT_EQ(quad[0][b], quad[1][b]) << at;
+        }
+        for (int64_t q = 0; with_quads && q < g[0].n_quads; ++q) {
+          ASSERT_EQ(0, std::memcmp(quads[0][q].j, quads[1][q].j, 4)) << at << " quad " << q;
+          ASSERT_EQ(quads[0][q].xq4, quads[1][q].xq4) << at << " quad " << q;
+        }
+        if (n_active > 0) {
+          SparseGroups wrong = g[1];
+          EXPECT_FALSE(group_blocks_avx2(x.data(), n_cols, n_active - 1, xq.data(), wrong));
+          EXPECT_FALSE(group_blocks_avx2(x.data(), n_cols, n_active + 1, xq.data(), wrong));
+        }
+      }
+    }
+  }
+}
+
 // The indices of the non-zero inputs: every twin gives the definition's list.
 TEST(SparseGemvIndices, NonzeroIndicesMatchDefinition) {
   for (int64_t n : {0, 1, 7, 8, 9, 64, 577}) {

@@ -12,11 +12,12 @@
 namespace squeeze::ops {
 namespace {
 
-// For each 8-bit mask: the positions of its set bits, ascending, one per nibble and one per
-// byte; and their count.
+// For each 8-bit mask: the positions of its set bits, ascending, one per nibble; the same
+// plus 8h (h < 4: the mask is byte h of a 32-bit one) one per byte, the bytes past the count
+// zero; and their count.
 struct PackTable {
   uint32_t positions[256];
-  uint64_t bytes[256];
+  uint64_t bytes[4][256];
   uint8_t count[256];
 };
 
@@ -24,17 +25,15 @@ constexpr PackTable make_pack_table() {
   PackTable t{};
   for (unsigned m = 0; m < 256; ++m) {
     uint32_t packed = 0;
-    uint64_t bytes = 0;
     int k = 0;
     for (unsigned b = 0; b < 8; ++b) {
       if ((m >> b) & 1) {
         packed |= b << (4 * k);
-        bytes |= uint64_t{b} << (8 * k);
+        for (unsigned h = 0; h < 4; ++h) t.bytes[h][m] |= uint64_t{8 * h + b} << (8 * k);
         ++k;
       }
     }
     t.positions[m] = packed;
-    t.bytes[m] = bytes;
     t.count[m] = static_cast<uint8_t>(k);
   }
   return t;

@@ -166,6 +166,7 @@ bool group_blocks_avx2(const float* x, int64_t n_cols, int64_t n_active, const i
   const __m256 zero = _mm256_setzero_ps();
   const __m256i iota = _mm256_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16,
                                         17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31);
+  const __m128i iota16 = _mm256_castsi256_si128(iota);
   int64_t nb = 0, nq = 0, na = 0;
   for (int64_t b = 0; b < n_cols / 32; ++b) {
     // The block's non-zero lanes (a NaN counts, as in nonzero_indices), 8 bits per compare.
@@ -184,19 +185,33 @@ bool group_blocks_avx2(const float* x, int64_t n_cols, int64_t n_active, const i
     ++nb;
     na += n;
     if (g.quads == nullptr) continue;
-    // The active positions j, packed: 8 table bytes per mask byte, each store overlapping the
-    // unused tail of the previous one.
-    alignas(32) uint8_t jb[32 + 8];
-    int k = 0;
-    for (int h = 0; h < 4; ++h) {
-      const uint64_t v = kPackTable.bytes[m[h]] + 0x0808080808080808ull * static_cast<unsigned>(h);
-      std::memcpy(jb + k, &v, 8);
-      k += kPackTable.count[m[h]];
-    }
-    // Past the n-th: the last position again, with a zero code (the scalar twin's padding).
+    // The active positions j, packed, built in registers (through memory, a 32-byte load of
+    // four overlapping 8-byte stores stalled on store forwarding: most of the time here):
+    // lo = the positions of mask bytes 0-1, hi = of bytes 2-3 (each table piece zero past its
+    // count), hi then moved up by their count.
+    const int c0 = kPackTable.count[m[0]], c2 = kPackTable.count[m[2]];
+    const int s01 = c0 + kPackTable.count[m[1]];
+    auto piece = [&](int h) {
+      return _mm_cvtsi64_si128(static_cast<long long>(kPackTable.bytes[h][m[h]]));
+    };
+    auto shift_up = [&](__m128i v, int c) {  // bytes moved up by c < 16, zeros shifted in
+      return _mm_shuffle_epi8(v, _mm_sub_epi8(iota16, _mm_set1_epi8(static_cast<char>(c))));
+    };
+    const __m128i j_lo = _mm_or_si128(piece(0), shift_up(piece(1), c0));
+    const __m128i j_hi = _mm_or_si128(piece(2), shift_up(piece(3), c2));
+    // Byte i of the result takes hi[i - s01] where 0 <= i - s01 < 16: a pshufb of hi in both
+    // halves, the other indices given bit 7 (negative ones have it) so that they read zero.
+    __m256i from_hi = _mm256_sub_epi8(iota, _mm256_set1_epi8(static_cast<char>(s01)));
+    from_hi = _mm256_or_si256(from_hi, _mm256_cmpgt_epi8(from_hi, _mm256_set1_epi8(15)));
+    const __m256i packed = _mm256_or_si256(
+        _mm256_zextsi128_si256(j_lo),
+        _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(j_hi), from_hi));
+    // Past the n-th: the last position (the block mask's highest bit) again, with a zero code
+    // (the scalar twin's padding).
+    const unsigned all = m[0] | m[1] << 8 | m[2] << 16 | m[3] << 24;
     const __m256i pad = _mm256_cmpgt_epi8(iota, _mm256_set1_epi8(static_cast<char>(n - 1)));
-    const __m256i j = _mm256_blendv_epi8(_mm256_load_si256(reinterpret_cast<const __m256i*>(jb)),
-                                         _mm256_set1_epi8(static_cast<char>(jb[n - 1])), pad);
+    const __m256i j = _mm256_blendv_epi8(
+        packed, _mm256_set1_epi8(static_cast<char>(31 - __builtin_clz(all))), pad);
     // Their codes: a 32-entry table lookup from two 16-byte lookups (pshufb reads j's low 4
     // bits; j < 32, so no index has bit 7 set).
     const __m256i codes = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xq + 32 * b));

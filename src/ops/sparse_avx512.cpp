@@ -81,6 +81,7 @@ struct IntW<4> {
   static void storef(float* p, F v) { _mm512_storeu_ps(p, v); }
   static F addf(F a, F b) { return _mm512_add_ps(a, b); }
   static F mulf(F a, F b) { return _mm512_mul_ps(a, b); }
+  static F fmaddf(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
   static F set1f(float v) { return _mm512_set1_ps(v); }
 };
 
@@ -110,6 +111,7 @@ struct IntW<2> {
   static void storef(float* p, F v) { _mm256_storeu_ps(p, v); }
   static F addf(F a, F b) { return _mm256_add_ps(a, b); }
   static F mulf(F a, F b) { return _mm256_mul_ps(a, b); }
+  static F fmaddf(F a, F b, F c) { return _mm256_fmadd_ps(a, b, c); }
   static F set1f(float v) { return _mm256_set1_ps(v); }
 };
 
@@ -139,6 +141,7 @@ struct IntW<1> {
   static void storef(float* p, F v) { _mm_storeu_ps(p, v); }
   static F addf(F a, F b) { return _mm_add_ps(a, b); }
   static F mulf(F a, F b) { return _mm_mul_ps(a, b); }
+  static F fmaddf(F a, F b, F c) { return _mm_fmadd_ps(a, b, c); }
   static F set1f(float v) { return _mm_set1_ps(v); }
 };
 

@@ -3,6 +3,7 @@
 // the Q4 products are integer sums folded with the same float operations as the SIMD twins, so
 // those equal this one bit for bit.
 #include <algorithm>
+#include <cmath>
 
 #include "core/fp16.h"
 #include "ops/sparse_gemv.h"
@@ -64,9 +65,8 @@ void sparse_q4(const ColumnWeights& w, const SparseInput& in, int64_t k0, int64_
       }
       if (!q41) sum -= 8 * in.qsum[b];
       const f16_t* d = reinterpret_cast<const f16_t*>(blk);
-      float p = (f16_to_f32(d[r]) * in.scale[b]) * static_cast<float>(sum);
-      if (q41) p = p + f16_to_f32(d[w.n_rows + r]) * in.qsum_s[b];
-      yr = yr + p;
+      if (q41) yr = std::fma(f16_to_f32(d[w.n_rows + r]), in.qsum_s[b], yr);
+      yr = std::fma(f16_to_f32(d[r]) * in.scale[b], static_cast<float>(sum), yr);
     }
     y[r] = yr;
   }

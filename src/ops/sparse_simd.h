@@ -291,9 +291,11 @@ void sparse_quantized(const ColumnWeights& w, const float* x, const int32_t* idx
 //   bytes), unpacklo8/unpackhi8/unpacklo16/unpackhi16, and_(a, b), srli16_4(a), set1_8,
 //   set1_32, acc_zero(), dot(Acc, I u8 codes, I s8 xq) -> Acc (4 products summed per 32-bit
 //   lane), to_i32(Acc) -> I, sub32, cvt(I) -> F, halves(const uint16_t*) -> F, loadf, storef,
-//   addf, mulf, set1f.
+//   addf, mulf, fmaddf(a, b, c) = a*b + c fused, set1f.
 
-// A block's scales and input sums: y[r] += (d[r] * s) * float(acc[r] - corr) (+ m[r] * S).
+// A block's scales and input sums: y[r] = fma(d[r] * s, float(acc[r] - corr), y[r]), for Q4_1
+// first y[r] = fma(m[r], S, y[r]) (fused: 3 operations fewer per vector than separate
+// multiplies and adds).
 struct Q4Fold {
   const uint16_t* d;
   const uint16_t* m;  // Q4_1's mins, else nullptr
@@ -334,9 +336,9 @@ inline void q4_subtile(const uint8_t* cols, size_t cb, const SparseQuad* q, int6
       const int64_t r = t + 8 * G * i + 4 * G * nib + 4 * g0;
       I v = T::to_i32(acc[2 * i + nib]);
       if (f.corr != 0) v = T::sub32(v, T::set1_32(f.corr));
-      F p = T::mulf(T::mulf(T::halves(f.d + r), vs), T::cvt(v));
-      if (f.m != nullptr) p = T::addf(p, T::mulf(T::halves(f.m + r), T::set1f(f.S)));
-      T::storef(y + r, T::addf(T::loadf(y + r), p));
+      F yv = T::loadf(y + r);
+      if (f.m != nullptr) yv = T::fmaddf(T::halves(f.m + r), T::set1f(f.S), yv);
+      T::storef(y + r, T::fmaddf(T::mulf(T::halves(f.d + r), vs), T::cvt(v), yv));
     }
   }
 }

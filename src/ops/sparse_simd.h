@@ -396,12 +396,24 @@ void sparse_q4_int(const ColumnWeights& w, const SparseInput& in, int64_t k0, in
     for (int64_t t = r0; t < r1;) {
       const int g = q4_tile_lanes(w.n_rows, t);
       if (blk_a != nullptr) {
+        // The scales of 32 g rows: g whole lines (each scale array starts on a line). An
+        // input's 16 g bytes: its first line only, but at the last tile also its last byte's:
+        // when the bytes straddle two lines, the second is the next tile's first.
         for (int64_t h = 0; h < header_rows; ++h) {
-          prefetch_lines(blk_a + h * 2 * w.n_rows + 2 * t, 64 * g);
+          const uint8_t* p = blk_a + h * 2 * w.n_rows + 2 * t;
+          for (int l = 0; l < g; ++l) _mm_prefetch(reinterpret_cast<const char*>(p + 64 * l), _MM_HINT_T0);
         }
         const uint8_t* cols_a = blk_a + w.header_bytes + t / 2;
-        for (int64_t n = 0; n < nqa; ++n) {
-          for (int l = 0; l < 4; ++l) prefetch_lines(cols_a + qa[n].j[l] * cb, 16 * g);
+        if (t + 32 * g < r1) {
+          for (int64_t n = 0; n < nqa; ++n) {
+            for (int l = 0; l < 4; ++l) {
+              _mm_prefetch(reinterpret_cast<const char*>(cols_a + qa[n].j[l] * cb), _MM_HINT_T0);
+            }
+          }
+        } else {
+          for (int64_t n = 0; n < nqa; ++n) {
+            for (int l = 0; l < 4; ++l) prefetch_lines(cols_a + qa[n].j[l] * cb, 16 * g);
+          }
         }
       }
       if (g == 4) {

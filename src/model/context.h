@@ -48,6 +48,10 @@ struct ForwardScratch {
   std::vector<float> proj;     // [n_batch, n_embd] output of wo / ffn_down
   ops::MatmulScratch mm;
   ops::AttentionScratch att;
+  // The rotary angles of positions [rope_pos0, rope_pos0 + rope_n) (ops::Rope::angles, n_rot
+  // floats each): computed by the first layer of a chunk, reused by the others.
+  std::vector<float> rope_cs;
+  int64_t rope_pos0 = -1, rope_n = 0;
   // Activation sparsity: the policy (null: dense), indices of the kept activations of one
   // token, kernel scratch, and counters of what was kept.
   const ActSparsity* sparsity = nullptr;

@@ -224,11 +224,18 @@ void forward_llama_layer(const Model& m, int64_t il, KvCache& kv, ForwardScratch
     ops::matmul({{&L.wq, s.q.data(), n_q}, {&L.wk, s.k.data(), n_kv}, {&L.wv, s.v.data(), n_kv}},
                 s.xn.data(), n, n_embd, pool, s.mm);
   }
+  if (s.rope_pos0 != pos0 || s.rope_n != n) {
+    s.rope_cs.resize(static_cast<size_t>(n * hp.n_rot));
+    for (int64_t t = 0; t < n; ++t) rope.angles(pos0 + t, s.rope_cs.data() + t * hp.n_rot);
+    s.rope_pos0 = pos0;
+    s.rope_n = n;
+  }
   for (int64_t t = 0; t < n; ++t) {
-    rope.apply(s.q.data() + t * n_q, static_cast<int>(hp.n_head), static_cast<int>(hp.head_dim),
-               pos0 + t);
-    rope.apply(s.k.data() + t * n_kv, static_cast<int>(hp.n_head_kv),
-               static_cast<int>(hp.head_dim), pos0 + t);
+    const float* cs = s.rope_cs.data() + t * hp.n_rot;
+    rope.rotate(s.q.data() + t * n_q, static_cast<int>(hp.n_head), static_cast<int>(hp.head_dim),
+                cs);
+    rope.rotate(s.k.data() + t * n_kv, static_cast<int>(hp.n_head_kv),
+                static_cast<int>(hp.head_dim), cs);
   }
   cb("q", s.q.data(), n, n_q);
   cb("k", s.k.data(), n, n_kv);

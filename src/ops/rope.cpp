@@ -1,24 +1,36 @@
 #include "ops/rope.h"
 
 #include <cmath>
+#include <vector>
 
 namespace squeeze::ops {
+
+namespace {
+constexpr int kMaxRot = 256;  // apply's angles on the stack up to this many dims
+}  // namespace
 
 Rope::Rope(int n_rot, float freq_base, RopeLayout layout)
     : n_rot_(n_rot), freq_base_(freq_base), layout_(layout) {
   theta_scale_ = std::pow(freq_base_, -2.0f / static_cast<float>(n_rot_));
 }
 
-void Rope::apply(float* x, int n_heads, int head_dim, int64_t pos) const {
-  const int half = n_rot_ / 2;
+void Rope::angles(int64_t pos, float* cs) const {
   // ggml builds the angle by repeated multiplication in float, starting from the position
   // (theta *= theta_scale); the same running product keeps angles equal to llama.cpp's.
   float theta = static_cast<float>(pos);
-  for (int i = 0; i < half; ++i, theta *= theta_scale_) {
-    const float c = std::cos(theta);
-    const float s = std::sin(theta);
-    for (int h = 0; h < n_heads; ++h) {
-      float* v = x + static_cast<int64_t>(h) * head_dim;
+  for (int i = 0; i < n_rot_ / 2; ++i, theta *= theta_scale_) {
+    cs[2 * i] = std::cos(theta);
+    cs[2 * i + 1] = std::sin(theta);
+  }
+}
+
+void Rope::rotate(float* x, int n_heads, int head_dim, const float* cs) const {
+  const int half = n_rot_ / 2;
+  for (int h = 0; h < n_heads; ++h) {
+    float* v = x + static_cast<int64_t>(h) * head_dim;
+    for (int i = 0; i < half; ++i) {
+      const float c = cs[2 * i];
+      const float s = cs[2 * i + 1];
       const int a = layout_ == RopeLayout::Norm ? 2 * i : i;
       const int b = layout_ == RopeLayout::Norm ? 2 * i + 1 : i + half;
       const float x0 = v[a];
@@ -29,6 +41,18 @@ void Rope::apply(float* x, int n_heads, int head_dim, int64_t pos) const {
       v[b] = std::fma(x0, s, x1 * c);
     }
   }
+}
+
+void Rope::apply(float* x, int n_heads, int head_dim, int64_t pos) const {
+  float cs[kMaxRot];
+  if (n_rot_ > kMaxRot) {
+    std::vector<float> big(static_cast<size_t>(n_rot_));
+    angles(pos, big.data());
+    rotate(x, n_heads, head_dim, big.data());
+    return;
+  }
+  angles(pos, cs);
+  rotate(x, n_heads, head_dim, cs);
 }
 
 }  // namespace squeeze::ops

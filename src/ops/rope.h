@@ -19,6 +19,12 @@ class Rope {
   // Rotates the first n_rot dims of each of n_heads vectors of head_dim floats at `pos`.
   void apply(float* x, int n_heads, int head_dim, int64_t pos) const;
 
+  // The same in two steps, so that the angles of a position are computed once for all layers:
+  // cs[2i], cs[2i + 1] = cos, sin of theta_i(pos) for i < n_rot / 2 (n_rot floats), then the
+  // rotation by them (the same values as apply(x, ..., pos)).
+  void angles(int64_t pos, float* cs) const;
+  void rotate(float* x, int n_heads, int head_dim, const float* cs) const;
+
   int n_rot() const { return n_rot_; }
 
  private:

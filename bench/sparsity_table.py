@@ -12,7 +12,10 @@ For each weight format (default: q8_0 and q4_0 files converted from the shipped 
     HEAD_LEVELS: quality and speed as above;
   * speed: tg128 (`squeeze bench -p 0 -n 128 -r REPS`) dense and at each level, and llama.cpp's
     dense tg128 on the same file (llama-cpp-python, timed as bench/vs_llamacpp times it), all in
-    one loop of --rounds interleaved rounds; the figure is the median over rounds.
+    one loop of --rounds interleaved rounds, dense also at the end of each round: t/s is the
+    median over rounds; a speed-up is the median over rounds of the ratio within the round
+    (to dense: the geometric mean of its two runs), with the rounds' range in brackets (the
+    host's speed drifts by tens of percent between and within rounds).
 Results are cached in bench/out/sparsity_table/results.json (delete entries to re-measure).
 
   bench/sparsity_table.py [--formats q8_0 q4_0 q4_1] [--chunks 40] [--rounds 5] [--no-speed]
@@ -220,12 +223,32 @@ def main():
                         tg128(sq, files[(fmt, "teal")], a.reps, level, level))
                 samples.setdefault(f"{fmt}/relu/0", []).append(
                     tg128(sq, files[(fmt, "relu")], a.reps, 0))
+                # Dense again at the end of the round: the round's reference speed is the
+                # geometric mean of the two (the host's speed drifts within a round).
+                samples.setdefault(f"{fmt}/dense_end", []).append(tg128(sq, f, a.reps, None))
             print(f"speed round {rnd + 1}/{a.rounds}", file=sys.stderr, flush=True)
         res["tg128"] = {k: statistics.median(v) for k, v in samples.items()}
         res["tg128_samples"] = samples
         save()
 
     tg = res.get("tg128", {})
+    smp = res.get("tg128_samples", {})
+
+    def speedup(key, fmt, ref):
+        """Median over rounds of key's speed over the reference's in the same round (ref
+        'dense': the geometric mean of dense at the start and the end of the round), with the
+        rounds' range: '1.52x (1.40-1.71)'."""
+        s = smp.get(key)
+        if ref == "dense":
+            d0, d1 = smp.get(f"{fmt}/dense"), smp.get(f"{fmt}/dense_end")
+            r = [(x * y) ** 0.5 for x, y in zip(d0, d1)] if d0 and d1 else d0
+        else:
+            r = smp.get(f"{fmt}/{ref}")
+        if not s or not r or len(s) != len(r):
+            return "-"
+        q = [x / y for x, y in zip(s, r)]
+        return f"{statistics.median(q):.2f}x ({min(q):.2f}-{max(q):.2f})"
+
     for fmt in a.formats:
         dense_q = res[f"quality/{fmt}/dense/None"]
         d_tg, l_tg = tg.get(f"{fmt}/dense"), tg.get(f"{fmt}/llama.cpp")
@@ -237,12 +260,12 @@ def main():
         print("|---|---|---|---|---|---|---|---|---|---|---|---|")
         print(f"| dense | 0 | 1 | 1 | 1 | 1 | {dense_q['ppl']:.3f} | {dense_q['kld']:.4f} | "
               f"{dense_q['top1']:.2f} | {f1(d_tg, 0)} | 1.00x | "
-              f"{'-' if not (d_tg and l_tg) else f'{d_tg / l_tg:.2f}x'} |")
-        def row(name, level, held, q, read, head, t):
+              f"{speedup(f'{fmt}/dense', fmt, 'llama.cpp')} |")
+        def row(name, level, held, q, read, head, key):
             print(f"| {name} | {level} | {f1(held, 3)} | {q['density']:.3f} | {read:.2f} | "
-                  f"{head} | {q['ppl']:.3f} | {q['kld']:.4f} | {q['top1']:.2f} | {f1(t, 0)} | "
-                  f"{'-' if not (t and d_tg) else f'{t / d_tg:.2f}x'} | "
-                  f"{'-' if not (t and l_tg) else f'{t / l_tg:.2f}x'} |")
+                  f"{head} | {q['ppl']:.3f} | {q['kld']:.4f} | {q['top1']:.2f} | "
+                  f"{f1(tg.get(key), 0)} | {speedup(key, fmt, 'dense')} | "
+                  f"{speedup(key, fmt, 'llama.cpp')} |")
 
         for method in METHODS:
             sp = res[f"sparsify/{fmt}/{method}"]
@@ -250,7 +273,7 @@ def main():
                 q = res[f"quality/{fmt}/{method}/{level}"]
                 held = sp["heldout"].get(str(level), sp["heldout"].get(level))
                 row(method, level, held, q, read_fraction(method, q["density"]), 1,
-                    tg.get(f"{fmt}/{method}/{level}"))
+                    f"{fmt}/{method}/{level}")
             if method != "teal":
                 continue
             for level in HEAD_LEVELS:
@@ -259,11 +282,11 @@ def main():
                     continue
                 held = sp["heldout"].get(str(level), sp["heldout"].get(level))
                 row("teal + head", level, held, q, read_fraction(method, q["density"]),
-                    f"{q['head_density']:.2f}", tg.get(f"{fmt}/teal+head/{level}"))
+                    f"{q['head_density']:.2f}", f"{fmt}/teal+head/{level}")
         q = res[f"quality/{fmt}/relu/0"]
         held = list(res[f"sparsify/{fmt}/relu"]["heldout"].values())[0]
         row("relu (no thresholds)", "-", held, q, read_fraction("relu", q["density"]), 1,
-            tg.get(f"{fmt}/relu/0"))
+            f"{fmt}/relu/0")
         print("\ndensity of the union over a batch of b tokens at sparsity 0.5 (held-back valid):\n")
         bs = sorted({int(b) for m in METHODS + ["relu"] for b in res[f"sparsify/{fmt}/{m}"]["batch"]})
         print("| method | " + " | ".join(f"b={b}" for b in bs) + " |")

@@ -48,8 +48,15 @@ int cmd_sparsify(int argc, char** argv) {
                  "quantiles only, as TEAL)")
       ->capture_default_str();
   app.add_option("--allocate", allocation,
-                 "how the target is shared among layers and sites: uniform (every site at the "
-                 "target; TEAL's greedy allocation is not implemented yet)")
+                 "how a level is shared among the sites of a block: uniform (every site at the "
+                 "level) or greedy (TEAL's block-wise greedy search on each block's output "
+                 "error; teal only)")
+      ->capture_default_str();
+  auto* greedy_step_opt = app.add_option("--greedy-step", so.greedy_step,
+                 "greedy allocation: block sparsity added per step (smaller: finer and slower)")
+      ->capture_default_str();
+  auto* greedy_samples_opt = app.add_option("--greedy-samples", so.greedy_samples,
+                 "greedy allocation: calibration windows each block's error is measured on")
       ->capture_default_str();
   app.add_option("--calib", calib, "calibration text (the first 80% is used, the rest held back)")
       ->capture_default_str();
@@ -64,10 +71,12 @@ int cmd_sparsify(int argc, char** argv) {
   return guarded([&] {
     so.method = sparsity::parse_method(method);
     if (so.method == sparsity::Method::Relu && sparsity_opt->count() == 0) so.levels = {0.0};
-    if (allocation != "uniform") {
-      throw UsageError(allocation == "greedy"
-                           ? "--allocate greedy is not implemented yet (use uniform)"
-                           : "unknown --allocate '" + allocation + "' (uniform)");
+    if (allocation != "uniform" && allocation != "greedy") {
+      throw UsageError("unknown --allocate '" + allocation + "' (uniform, greedy)");
+    }
+    so.greedy = allocation == "greedy";
+    if (!so.greedy && (greedy_step_opt->count() > 0 || greedy_samples_opt->count() > 0)) {
+      throw UsageError("--greedy-step and --greedy-samples need --allocate greedy");
     }
     if (threads < 0) throw UsageError("--threads must be positive");
     auto model = model::Model::load(resolve_model_path(in));
@@ -103,6 +112,23 @@ int cmd_sparsify(int argc, char** argv) {
                    std::string(sparsity::method_name(t.method)).c_str(),
                    static_cast<long long>(r.calib_tokens), t.levels.size(),
                    static_cast<long long>(t.n_layer), t.sites(), timer.seconds(), out.c_str());
+      if (!r.allocation.empty()) {
+        // Each asked level's greedy shares, averaged over the layers.
+        for (const double lv : so.levels) {
+          const size_t k = t.level_index(lv);
+          std::fprintf(stderr, "sparsify: greedy allocation at %.2f (sparsity, mean over "
+                       "layers):", t.levels[k]);
+          for (int s = 0; s < t.sites(); ++s) {
+            double sum = 0;
+            for (int64_t il = 0; il < t.n_layer; ++il) {
+              sum += r.allocation[(static_cast<size_t>(il) * t.sites() + s) * t.levels.size() + k];
+            }
+            std::fprintf(stderr, " %s %.2f", std::string(sparsity::site_name(t.method, s)).c_str(),
+                         sum / static_cast<double>(t.n_layer));
+          }
+          std::fputc('\n', stderr);
+        }
+      }
       for (size_t i = 0; i < so.levels.size(); ++i) {
         const double level = std::round(so.levels[i] * 100) / 100;
         std::fprintf(stderr, "sparsify: density on %lld held-back tokens at sparsity %.2f "

@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "model/act_sparsity.h"
 #include "model/context.h"
+#include "model/llama.h"
 #include "ops/norm.h"
 #include "sparsity/histogram.h"
 
@@ -29,6 +30,133 @@ int site_of(Method method, std::string_view name) {
   if (name == "ffn_norm") return sparsity::kFfnIn;
   if (name == "ffn_act") return sparsity::kFfnAct;
   return -1;
+}
+
+// TEAL's block-wise greedy allocation (Liu et al. 2024; their teal/greedyopt.py): for each
+// block, on the dense model's inputs to it, start dense and repeatedly raise the sparsity of the
+// one site whose step least increases the L2 error of the block's output, each step adding
+// opts.greedy_step to the block's sparsity weighted by weights (so a small site moves further
+// per step); the sites' sparsities at each block level give the allocation, linear between
+// steps. The error is taken, as TEAL does, over the last quarter of each window's positions
+// (the long contexts decoding sees), on the first opts.greedy_samples calibration windows.
+// Cost: about 4 / step block runs of greedy_samples windows per block.
+constexpr double kGreedyScoredFraction = 0.25;
+constexpr double kMaxSiteSparsity = 0.99;
+
+using Alloc = std::array<double, sparsity::kTealSites>;
+
+std::vector<double> greedy_allocation(const model::Model& m, const CalibSamples& calib,
+                                      const sparsity::AbsHistogram* hist,
+                                      const sparsity::ThresholdTable& t,
+                                      const SparsifyOptions& opts, ThreadPool& pool,
+                                      const Interrupted& interrupted) {
+  constexpr int kSites = sparsity::kTealSites;
+  const model::HParams& hp = m.hparams();
+  const int64_t ctx = opts.ctx, n_embd = hp.n_embd;
+  const int64_t n_win =
+      std::min<int64_t>(opts.greedy_samples, static_cast<int64_t>(calib.samples.size()));
+  const size_t win = static_cast<size_t>(ctx * n_embd);
+  // Each site's share of a block's weights (weighted_density of a one-hot density).
+  Alloc share{};
+  for (int s = 0; s < kSites; ++s) {
+    std::array<double, kSites> one{};
+    one[s] = 1.0;
+    share[s] = model::weighted_density(m, Method::Teal, one);
+  }
+  auto block_sparsity = [&](const Alloc& p) {
+    double b = 0;
+    for (int s = 0; s < kSites; ++s) b += share[s] * p[s];
+    return b;
+  };
+  std::vector<float> x(static_cast<size_t>(n_win) * win), y(x.size());
+  for (int64_t g = 0; g < n_win; ++g) model::embed_llama(m, calib.samples[g], x.data() + g * win);
+  model::KvCache kv(hp, ctx);
+  model::ForwardScratch fs(hp, ctx);
+  model::ActSparsity policy(m, t, 0.0, pool, std::nullopt, /*column_layouts=*/false);
+  const int64_t p0 = ctx - std::max<int64_t>(1, std::llround(kGreedyScoredFraction * ctx));
+  // Runs block il on every window (into y when dense), returns the squared error against y.
+  auto run = [&](int64_t il, const model::ActSparsity* sp) {
+    double err = 0;
+    for (int64_t g = 0; g < n_win; ++g) {
+      std::copy(x.data() + g * win, x.data() + (g + 1) * win, fs.x.data());
+      fs.sparsity = sp;
+      model::forward_llama_layer(m, il, kv, fs, pool, ctx, 0, nullptr);
+      fs.sparsity = nullptr;
+      float* yg = y.data() + g * win;
+      if (sp == nullptr) {
+        std::copy(fs.x.data(), fs.x.data() + win, yg);
+        continue;
+      }
+      for (int64_t i = p0 * n_embd; i < ctx * n_embd; ++i) {
+        const double d = static_cast<double>(fs.x[i]) - yg[i];
+        err += d * d;
+      }
+    }
+    return err;
+  };
+  auto thresholds_of = [&](int64_t il, const Alloc& p) {
+    std::array<float, kSites> th{};
+    for (int s = 0; s < kSites; ++s) th[s] = hist[static_cast<size_t>(il) * kSites + s].quantile(p[s]);
+    return th;
+  };
+  const size_t n_levels = t.levels.size();
+  std::vector<double> alloc(static_cast<size_t>(hp.n_layer) * kSites * n_levels, 0.0);
+  for (int64_t il = 0; il < hp.n_layer; ++il) {
+    if (cancelled(opts.cancel)) throw interrupted;
+    run(il, nullptr);  // the dense outputs
+    std::vector<Alloc> path{Alloc{}};
+    std::vector<double> level{0.0};
+    Alloc p{};
+    double err = 0;
+    for (;;) {
+      const double b = block_sparsity(p);
+      if (b >= kMaxSiteSparsity - 1e-9) break;
+      const double step = std::min(opts.greedy_step, kMaxSiteSparsity - b);
+      // The best site by error added per sparsity gained (the gains differ only where a site
+      // reaches kMaxSiteSparsity).
+      int best = -1;
+      double best_rate = 0, best_err = 0;
+      Alloc best_p{};
+      for (int s = 0; s < kSites; ++s) {
+        if (share[s] <= 0 || p[s] >= kMaxSiteSparsity - 1e-9) continue;
+        Alloc q = p;
+        q[s] = std::min(kMaxSiteSparsity, p[s] + step / share[s]);
+        const double gain = block_sparsity(q) - b;
+        if (cancelled(opts.cancel)) throw interrupted;
+        policy.set_thresholds(il, thresholds_of(il, q));
+        const double e = run(il, &policy);
+        const double rate = (e - err) / gain;
+        if (best < 0 || rate < best_rate) {
+          best = s;
+          best_rate = rate;
+          best_err = e;
+          best_p = q;
+        }
+      }
+      if (best < 0) break;
+      p = best_p;
+      err = best_err;
+      path.push_back(p);
+      level.push_back(block_sparsity(p));
+    }
+    // The table's levels, linear between the steps (the last step's shares above it).
+    for (size_t k = 0; k < n_levels; ++k) {
+      const double L = t.levels[k];
+      size_t j = 0;
+      while (j + 1 < level.size() && level[j + 1] < L) ++j;
+      Alloc a = path[j];
+      if (j + 1 < level.size()) {
+        const double f = std::clamp((L - level[j]) / (level[j + 1] - level[j]), 0.0, 1.0);
+        for (int s = 0; s < kSites; ++s) a[s] = path[j][s] + f * (path[j + 1][s] - path[j][s]);
+      }
+      for (int s = 0; s < kSites; ++s) {
+        alloc[(static_cast<size_t>(il) * kSites + s) * n_levels + k] = a[s];
+      }
+    }
+    x.swap(y);  // the next block's inputs: this one's dense outputs
+    if (opts.progress) opts.progress("greedy allocation", il + 1, hp.n_layer);
+  }
+  return alloc;
 }
 
 void check_options(const SparsifyOptions& o) {
@@ -53,6 +181,14 @@ void check_options(const SparsifyOptions& o) {
     throw UsageError("the numbers of calibration and held-back samples must be positive");
   }
   if (o.ctx < 2) throw UsageError("the calibration context must be at least 2 tokens");
+  if (!(o.greedy_step > 0 && o.greedy_step <= 0.5)) {
+    throw UsageError("--greedy-step must be within (0, 0.5]");
+  }
+  if (o.greedy_samples < 1) throw UsageError("--greedy-samples must be positive");
+  if (o.greedy && o.method != Method::Teal) {
+    throw UsageError("greedy allocation shares a level among TEAL's four sites of a block; " +
+                     std::string(sparsity::method_name(o.method)) + " has one site a block");
+  }
   if (!(o.calib_fraction > 0 && o.calib_fraction < 1)) {
     throw UsageError("the calibration fraction must be within (0, 1)");
   }
@@ -130,19 +266,37 @@ SparsifyResult calibrate_sparsity(const model::Model& m, const tokenizer::Tokeni
       }
     }
   };
+  std::vector<double> allocation;  // greedy: [(layer * sites + site) * levels + level]
+  const std::vector<float> all_levels = sparsity::standard_levels();
+  auto target = [&](int64_t il, int s, size_t k) {
+    return allocation.empty()
+               ? static_cast<double>(all_levels[k])
+               : allocation[(static_cast<size_t>(il) * sites + s) * all_levels.size() + k];
+  };
   // Dense-model quantiles for every level, then the asked levels refined.
   auto calibrate_levels = [&](sparsity::ThresholdTable& t) {
     run_all(calib, "calibrating");
 
     t.method = method;
     t.n_layer = hp.n_layer;
-    t.levels = sparsity::standard_levels();
+    t.levels = all_levels;
     t.default_level = static_cast<float>(std::round(opts.levels[0] * 100) / 100);
     t.thresholds.resize(n_hist * t.levels.size());
     for (int64_t il = 0; il < hp.n_layer; ++il) {
       for (int s = 0; s < sites; ++s) {
         for (size_t k = 0; k < t.levels.size(); ++k) {
           t.at(il, s, k) = hist[static_cast<size_t>(il) * sites + s].quantile(t.levels[k]);
+        }
+      }
+    }
+    // The sparsity each site gets at each level: the level (uniform), or its greedy share.
+    if (opts.greedy) {
+      allocation = greedy_allocation(m, calib, hist.get(), t, opts, pool, interrupted);
+      for (int64_t il = 0; il < hp.n_layer; ++il) {
+        for (int s = 0; s < sites; ++s) {
+          for (size_t k = 0; k < t.levels.size(); ++k) {
+            t.at(il, s, k) = hist[static_cast<size_t>(il) * sites + s].quantile(target(il, s, k));
+          }
         }
       }
     }
@@ -159,7 +313,8 @@ SparsifyResult calibrate_sparsity(const model::Model& m, const tokenizer::Tokeni
       for (int pass = 0; pass < opts.refine_passes && t.levels[k] > 0; ++pass) {
         for (size_t h = 0; h < n_hist; ++h) hist[h] = sparsity::AbsHistogram();
         head_hist = sparsity::AbsHistogram();
-        const model::ActSparsity policy(m, t, t.levels[k], pool);
+        const model::ActSparsity policy(m, t, t.levels[k], pool, std::nullopt,
+                                        /*column_layouts=*/false);
         ctx.set_act_sparsity(&policy);
         char stage[64];
         std::snprintf(stage, sizeof stage, "refining %.2f", t.levels[k]);
@@ -167,7 +322,7 @@ SparsifyResult calibrate_sparsity(const model::Model& m, const tokenizer::Tokeni
         ctx.set_act_sparsity(nullptr);
         for (int64_t il = 0; il < hp.n_layer; ++il) {
           for (int s = 0; s < sites; ++s) {
-            t.at(il, s, k) = hist[static_cast<size_t>(il) * sites + s].quantile(t.levels[k]);
+            t.at(il, s, k) = hist[static_cast<size_t>(il) * sites + s].quantile(target(il, s, k));
           }
         }
         if (teal) t.head[k] = head_hist.quantile(t.levels[k]);
@@ -198,10 +353,25 @@ SparsifyResult calibrate_sparsity(const model::Model& m, const tokenizer::Tokeni
         row[k] = dense_row[k] * f;
       }
     };
+    // Thresholds must not fall as the level rises. With greedy shares a site's dense threshold
+    // can stay flat over a run of levels (its share did not move) while the correction ratio
+    // varies across it, so the interpolated row can dip: levels below a refined one are capped
+    // by the next level up, then levels above are raised to the one below (refined values
+    // stay as they are).
+    auto monotone = [&](float* row) {
+      auto is_refined = [&](size_t k) { return std::binary_search(refined.begin(), refined.end(), k); };
+      for (size_t k = t.levels.size() - 1; k-- > 0;) {
+        if (!is_refined(k)) row[k] = std::min(row[k], row[k + 1]);
+      }
+      for (size_t k = 1; k < t.levels.size(); ++k) {
+        if (!is_refined(k)) row[k] = std::max(row[k], row[k - 1]);
+      }
+    };
     if (!refined.empty()) {
       for (size_t h = 0; h < n_hist; ++h) {
         const size_t at = h * t.levels.size();
         interpolate(dense.data() + at, t.thresholds.data() + at);
+        monotone(t.thresholds.data() + at);
       }
       if (teal) interpolate(dense_head.data(), t.head.data());
     }
@@ -214,6 +384,7 @@ SparsifyResult calibrate_sparsity(const model::Model& m, const tokenizer::Tokeni
   } else {
     calibrate_levels(t);
     r.calib_tokens = opts.n_samples * opts.ctx;
+    r.allocation = allocation;
   }
 
   // The density the thresholds reach on text they never saw, all sites sparsified at once;
@@ -223,7 +394,8 @@ SparsifyResult calibrate_sparsity(const model::Model& m, const tokenizer::Tokeni
   std::vector<std::vector<uint64_t>> masks(n_hist);  // [layer, site] -> [token][words]
   std::vector<int64_t> widths(n_hist, 0);
   for (size_t li = 0; li < opts.levels.size(); ++li) {
-    const model::ActSparsity policy(m, t, opts.levels[li], pool);
+    const model::ActSparsity policy(m, t, opts.levels[li], pool, std::nullopt,
+                                    /*column_layouts=*/false);
     const float head_t = teal ? t.head[t.level_index(opts.levels[li])] : 0.0f;
     uint64_t head_kept = 0, head_seen = 0;
     {
@@ -340,6 +512,7 @@ void write_sparsified(const gguf::File& src, const SparsifyResult& r, const Spar
   }
   w.add_float32_array("squeeze.sparsity.refined_levels", levels);
   w.add_uint32("squeeze.sparsity.refine_passes", static_cast<uint32_t>(opts.refine_passes));
+  w.add_string("squeeze.sparsity.allocation", opts.greedy ? "greedy" : "uniform");
   w.add_float32_array("squeeze.sparsity.heldout_density", dens);
   if (!r.heldout_head_density.empty()) {
     std::vector<float> head(r.heldout_head_density.begin(), r.heldout_head_density.end());

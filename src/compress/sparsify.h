@@ -9,7 +9,10 @@
 // level and each threshold becomes the level-quantile of what its site sees in that run (the
 // sequential scheme GPTQ uses for its inputs). Last, the model runs sparsified at each asked
 // level on held-back windows, from a part of the text the thresholds never saw, and the density
-// each site reaches is reported. TEAL tables also hold thresholds for the output head's input,
+// each site reaches is reported. With greedy allocation (TEAL) a level's sparsity is shared
+// unevenly among a block's sites, found per block by TEAL's greedy search on the block's output
+// error; every step above then uses each site's own share. TEAL tables also hold thresholds for
+// the output head's input,
 // calibrated the same way (applied at run time only when asked: --head-sparsity). The weights
 // are copied unchanged; the table goes into metadata
 // (sparsity/thresholds.h).
@@ -35,6 +38,11 @@ struct SparsifyOptions {
   // the file's default.
   std::vector<double> levels = {0.5};
   int refine_passes = 1;  // sparsified re-calibration runs per asked level
+  // TEAL only: share each level among the four sites of every block by TEAL's block-wise greedy
+  // search (sparsify.cpp) instead of every site at the level.
+  bool greedy = false;
+  double greedy_step = 0.05;   // block sparsity (weighted by weights) added per greedy step
+  int64_t greedy_samples = 2;  // calibration windows the block errors are measured on
   int64_t n_samples = 32;
   int64_t ctx = 512;
   int64_t heldout_samples = 8;
@@ -48,6 +56,9 @@ struct SparsifyOptions {
 
 struct SparsifyResult {
   sparsity::ThresholdTable table;
+  // Greedy allocation: the sparsity of each site at each table level,
+  // [(layer * sites + site) * levels + level]; empty for uniform.
+  std::vector<double> allocation;
   std::string text_hash;
   int64_t calib_tokens = 0;    // tokens the histograms saw (samples x ctx)
   int64_t heldout_tokens = 0;

@@ -88,7 +88,8 @@ ActSparsity::ActSparsity(const Model& m, double target, ThreadPool& pool,
     : ActSparsity(m, table_of(m), target, pool, head_target) {}
 
 ActSparsity::ActSparsity(const Model& m, sparsity::ThresholdTable table, double target,
-                         ThreadPool& pool, std::optional<double> head_target)
+                         ThreadPool& pool, std::optional<double> head_target,
+                         bool column_layouts)
     : table_(std::move(table)) {
   const HParams& hp = m.hparams();
   if (table_.n_layer != hp.n_layer) {
@@ -111,6 +112,7 @@ ActSparsity::ActSparsity(const Model& m, sparsity::ThresholdTable table, double 
       } else if (table_.method == sparsity::Method::Cats) {
         set_gate_interval(S, S.t[sparsity::kGateAct]);
       }
+      if (!column_layouts) continue;
       int64_t& fb = fallbacks[il];
       if (table_.method == sparsity::Method::Teal) {
         S.qkv = stacked_columns({&L.wq, &L.wk, &L.wv});
@@ -139,8 +141,14 @@ ActSparsity::ActSparsity(const Model& m, sparsity::ThresholdTable table, double 
     head_.on = true;
     head_.level = table_.levels[hi];
     head_.t = table_.head[hi];
-    head_.cols = columns_or_empty(m.output, n_dense_fallback_);
+    if (column_layouts) head_.cols = columns_or_empty(m.output, n_dense_fallback_);
   }
+}
+
+void ActSparsity::set_thresholds(int64_t il, const std::array<float, sparsity::kTealSites>& t) {
+  SparseLayer& S = layers_.at(static_cast<size_t>(il));
+  S.t = t;
+  if (table_.method == sparsity::Method::Cats) set_gate_interval(S, S.t[sparsity::kGateAct]);
 }
 
 size_t ActSparsity::bytes() const {

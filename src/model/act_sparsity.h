@@ -50,9 +50,14 @@ class ActSparsity {
   // thresholds, FormatError when the table does not fit the model.
   ActSparsity(const Model& m, double target, ThreadPool& pool,
               std::optional<double> head_target = std::nullopt);
-  // The same from a table not (yet) in the file, e.g. while calibrating.
+  // The same from a table not (yet) in the file, e.g. while calibrating. column_layouts false:
+  // thresholds only, for runs that decode batches (calibration), which never read the layouts.
   ActSparsity(const Model& m, sparsity::ThresholdTable table, double target, ThreadPool& pool,
-              std::optional<double> head_target = std::nullopt);
+              std::optional<double> head_target = std::nullopt, bool column_layouts = true);
+
+  // Calibration: replaces layer il's thresholds (per site of the method; CATS's gate cut
+  // follows its one threshold).
+  void set_thresholds(int64_t il, const std::array<float, sparsity::kTealSites>& t);
 
   sparsity::Method method() const { return table_.method; }
   double level() const { return level_; }

@@ -52,10 +52,11 @@ class ActSparsityTest : public ::testing::Test {
   }
   void TearDown() override { fs::remove_all(dir_); }
 
-  compress::SparsifyResult calibrate(Method method, double s) {
+  compress::SparsifyResult calibrate(Method method, double s, bool greedy = false) {
     tokenizer::Tokenizer tok(tokenizer::read_vocab(model_->file()));
     compress::SparsifyOptions o;
     o.method = method;
+    o.greedy = greedy;
     o.levels = {s};
     o.n_samples = 16;
     o.ctx = 64;
@@ -104,6 +105,50 @@ TEST_F(ActSparsityTest, HeldBackDensityWithinThreePointsOfTheTarget) {
       }
     }
   }
+}
+
+// Greedy allocation (TEAL's block-wise search): at every level each block's shares, weighted by
+// the weights behind each site, make up the level (up to the 0.99 cap); the shares start at 0,
+// never fall as the level rises, and are uneven (else it would be the uniform table); the
+// thresholds are those shares' quantiles, refined, so the held-back weighted density still
+// lands within 3 points of the target. CATS has one site a block: refused.
+TEST_F(ActSparsityTest, GreedyAllocationSharesEachLevelAmongTheSites) {
+  const compress::SparsifyResult r = calibrate(Method::Teal, 0.5, /*greedy=*/true);
+  const auto& t = r.table;
+  const size_t nl = t.levels.size();
+  ASSERT_EQ(r.allocation.size(), static_cast<size_t>(t.n_layer) * t.sites() * nl);
+  auto share = [&](int64_t il, int s, size_t k) {
+    return r.allocation[(static_cast<size_t>(il) * t.sites() + s) * nl + k];
+  };
+  bool uneven = false;
+  for (int64_t il = 0; il < t.n_layer; ++il) {
+    for (size_t k = 0; k < nl; ++k) {
+      std::array<double, sparsity::kTealSites> density{};
+      for (int s = 0; s < t.sites(); ++s) {
+        const double p = share(il, s, k);
+        ASSERT_GE(p, 0.0);
+        ASSERT_LE(p, 0.99 + 1e-9);
+        if (k == 0) {
+          EXPECT_EQ(p, 0.0);
+        } else {
+          ASSERT_GE(p, share(il, s, k - 1) - 1e-12) << il << " " << s << " " << k;
+        }
+        density[s] = 1.0 - p;
+        uneven = uneven || std::fabs(p - t.levels[k]) > 0.05;
+      }
+      EXPECT_NEAR(1.0 - model::weighted_density(*model_, Method::Teal, density), t.levels[k],
+                  1e-6) << "layer " << il << " level " << t.levels[k];
+    }
+  }
+  EXPECT_TRUE(uneven);
+  EXPECT_NEAR(r.heldout_weighted_density[0], 0.5, 0.03);
+  for (int64_t il = 0; il < t.n_layer; ++il) {
+    for (int s = 0; s < t.sites(); ++s) {
+      EXPECT_EQ(t.at(il, s, 0), 0.0f);
+      for (size_t k = 1; k < nl; ++k) ASSERT_GE(t.at(il, s, k), t.at(il, s, k - 1));
+    }
+  }
+  EXPECT_THROW(calibrate(Method::Cats, 0.5, /*greedy=*/true), UsageError);
 }
 
 // Logits of `tokens` decoded one at a time (the sparse kernels) and as one batch (dense

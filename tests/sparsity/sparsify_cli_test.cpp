@@ -96,6 +96,19 @@ TEST_F(SparsifyCli, WritesTheTableAndRunsWithIt) {
   expect_clean_error(run_squeeze("bench -m " + o + " -p 0 -n 2 --act-sparsity 0.5 --head-sparsity 0.555",
                                  "sp_head_b2"), "no level");
 
+  EXPECT_EQ(f.require_string("squeeze.sparsity.allocation"), "uniform");
+
+  // Greedy allocation: the metadata says so, the shares are printed, and the file runs.
+  const std::string og = out("greedy.gguf");
+  const auto g = run_squeeze(base() + "-o " + og + " --sparsity 0.5 --allocate greedy", "sp_greedy");
+  ASSERT_EQ(g.rc, 0) << g.err;
+  EXPECT_NE(g.err.find("greedy allocation at 0.50 (sparsity, mean over layers): attn_in "),
+            std::string::npos) << g.err;
+  EXPECT_EQ(gguf::File::open(og).require_string("squeeze.sparsity.allocation"), "greedy");
+  const auto gr = run_squeeze("run -m " + og + " -c 64 -t 2 -p hello -n 4 --temp 0 --act-sparsity 0.5",
+                              "sp_greedy_run");
+  ASSERT_EQ(gr.rc, 0) << gr.err;
+
   // CATS replaces the table of a file that had one.
   const std::string o2 = out("cats.gguf");
   const auto c = run_squeeze("sparsify -m " + o + " -t 2 --calib " + calib_ + " --calib-samples 4 --calib-ctx 32 --heldout-samples 2 -o " + o2 + " --method cats", "sp_cats");
@@ -135,7 +148,15 @@ TEST_F(SparsifyCli, BadOptionsAreCleanErrorsAndLeaveNothing) {
   expect_clean_error(run_squeeze(base() + "-o " + o + " --sparsity 1.5", "sp_b3"), "0.99");
   expect_clean_error(run_squeeze(base() + "-o " + o + " --sparsity 0.5,0.5", "sp_b3b"), "twice");
   expect_clean_error(run_squeeze(base() + "-o " + o + " --refine-passes -1", "sp_b3c"), "refine");
-  expect_clean_error(run_squeeze(base() + "-o " + o + " --allocate greedy", "sp_b4"), "greedy");
+  expect_clean_error(run_squeeze(base() + "-o " + o + " --allocate best", "sp_b4"), "best");
+  expect_clean_error(run_squeeze(base() + "-o " + o + " --method cats --allocate greedy", "sp_b4b"),
+                     "greedy");
+  expect_clean_error(run_squeeze(base() + "-o " + o + " --allocate greedy --greedy-step 0", "sp_b4c"),
+                     "--greedy-step");
+  expect_clean_error(run_squeeze(base() + "-o " + o + " --allocate greedy --greedy-samples 0",
+                                 "sp_b4d"), "--greedy-samples");
+  expect_clean_error(run_squeeze(base() + "-o " + o + " --greedy-step 0.1", "sp_b4e"),
+                     "need --allocate greedy");
   expect_clean_error(run_squeeze(bare() + "--calib " + calib_ + " -o " + o + " --calib-samples 0", "sp_b5"), "positive");
   expect_clean_error(run_squeeze(bare() + "-o " + o + " --calib " + out("none.txt"), "sp_b6"),
                      "none.txt");

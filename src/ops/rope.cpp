@@ -5,10 +5,6 @@
 
 namespace squeeze::ops {
 
-namespace {
-constexpr int kMaxRot = 256;  // apply's angles on the stack up to this many dims
-}  // namespace
-
 Rope::Rope(int n_rot, float freq_base, RopeLayout layout)
     : n_rot_(n_rot), freq_base_(freq_base), layout_(layout) {
   theta_scale_ = std::pow(freq_base_, -2.0f / static_cast<float>(n_rot_));
@@ -44,15 +40,9 @@ void Rope::rotate(float* x, int n_heads, int head_dim, const float* cs) const {
 }
 
 void Rope::apply(float* x, int n_heads, int head_dim, int64_t pos) const {
-  float cs[kMaxRot];
-  if (n_rot_ > kMaxRot) {
-    std::vector<float> big(static_cast<size_t>(n_rot_));
-    angles(pos, big.data());
-    rotate(x, n_heads, head_dim, big.data());
-    return;
-  }
-  angles(pos, cs);
-  rotate(x, n_heads, head_dim, cs);
+  std::vector<float> cs(static_cast<size_t>(n_rot_));
+  angles(pos, cs.data());
+  rotate(x, n_heads, head_dim, cs.data());
 }
 
 }  // namespace squeeze::ops

@@ -4,7 +4,6 @@
 #include <immintrin.h>
 
 #include <cstdint>
-#include <cstring>
 
 #include "ops/pack_indices.h"
 #include "ops/sparse_gemv.h"

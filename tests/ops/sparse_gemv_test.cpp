@@ -421,34 +421,6 @@ TEST_P(SparseGemvTest, Q4MatricesFrom3072RowsSplitByRows) {
   }
 }
 
-// The integer Q4 products split by rows from 3072 rows on (SmolLM2's stacked gate/up), in
-// slices of 768: bit for bit the kernel's values on any number of threads. 3136 rows: four
-// slices of 768 and a last one of 64. The float types split the blocks at this size (their
-// partial sums are added in another order: equal to a float tolerance).
-TEST_P(SparseGemvTest, Q4MatricesFrom3072RowsSplitByRows) {
-  const Matrix m = make_matrix(GetParam(), 3136, 576, 41);
-  for (double density : kDensities) {
-    const auto x = sparse_x(576, density, 42);
-    const auto idx = active_of(x);
-    const SparseInput in = prepare(x, idx);
-    const auto want = run(sparse_gemv_kernel(active_isa()), m, x, idx);
-    for (int threads : {1, 2, 3}) {
-      ThreadPool pool(threads);
-      SparseScratch scratch;
-      std::vector<float> y(m.n_rows, -1.0f);
-      sparse_gemv(m.columns, in, y.data(), pool, scratch);
-      if (is_q4(GetParam())) {
-        ASSERT_EQ(y, want) << threads << " threads, density " << density;
-        continue;
-      }
-      for (int64_t r = 0; r < m.n_rows; ++r) {
-        ASSERT_NEAR(y[r], want[r], 1e-4f * (1.0f + std::fabs(want[r])))
-            << "row " << r << ", " << threads << " threads, density " << density;
-      }
-    }
-  }
-}
-
 // Matrices of one input stacked by rows into one layout (how the model runs q/k/v and gate/up)
 // give each matrix's own values bit for bit: the threads cut the same blocks of the same input.
 TEST_P(SparseGemvTest, StackedRowsEqualTheSeparateProducts) {

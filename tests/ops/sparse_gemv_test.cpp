@@ -169,6 +169,25 @@ class SparseGemvTest : public ::testing::TestWithParam<DType> {
       }
     }
   }
+
+  // Calls body(x, idx, in, pool, scratch) for an input of n_cols at every density (seeded), the
+  // input prepared once, on a fresh pool of each thread count.
+  template <typename F>
+  void for_inputs_and_threads(int64_t n_cols, uint32_t seed, std::initializer_list<int> threads,
+                              F&& body) {
+    for (double density : kDensities) {
+      const auto x = sparse_x(n_cols, density, seed);
+      const auto idx = active_of(x);
+      const SparseInput in = prepare(x, idx);
+      for (int t : threads) {
+        SCOPED_TRACE(std::to_string(t) + " threads, density " + std::to_string(density));
+        ThreadPool pool(t);
+        SparseScratch scratch;
+        body(x, idx, in, pool, scratch);
+        if (HasFatalFailure()) return;
+      }
+    }
+  }
 };
 
 // (a) Every weight read back from the layout is the row-major one, bit for bit.
@@ -340,28 +359,24 @@ TEST_P(SparseGemvTest, GroupedEqualsSeparateCalls) {
   const Matrix a = make_matrix(GetParam(), 576, 576, 21);
   const Matrix b = make_matrix(GetParam(), 192, 576, 22);
   const Matrix c = make_matrix(GetParam(), 1536, 576, 23);
-  for (double density : kDensities) {
-    const auto x = sparse_x(576, density, 24);
-    const auto idx = active_of(x);
-    const SparseInput in = prepare(x, idx);
-    for (int threads : {1, 2, 3}) {
-      ThreadPool pool(threads);
-      SparseScratch scratch;
-      std::vector<float> ya(a.n_rows), yb(b.n_rows), yc(c.n_rows);
-      std::vector<float> ga(a.n_rows, -1.0f), gb(b.n_rows, -1.0f), gc(c.n_rows, -1.0f);
-      sparse_gemv(a.columns, in, ya.data(), pool, scratch);
-      sparse_gemv(b.columns, x.data(), idx.data(), static_cast<int64_t>(idx.size()), yb.data(),
-                  pool, scratch);
-      sparse_gemv(c.columns, in, yc.data(), pool, scratch);
-      for (int rep = 0; rep < 2; ++rep) {
-        sparse_gemv({{&a.columns, ga.data()}, {&b.columns, gb.data()}, {&c.columns, gc.data()}},
-                    in, pool, scratch);
-        ASSERT_EQ(ga, ya) << threads << " threads, density " << density;
-        ASSERT_EQ(gb, yb) << threads << " threads, density " << density;
-        ASSERT_EQ(gc, yc) << threads << " threads, density " << density;
-      }
+  for_inputs_and_threads(576, 24, {1, 2, 3}, [&](const std::vector<float>& x,
+                                                 const std::vector<int32_t>& idx,
+                                                 const SparseInput& in, ThreadPool& pool,
+                                                 SparseScratch& scratch) {
+    std::vector<float> ya(a.n_rows), yb(b.n_rows), yc(c.n_rows);
+    std::vector<float> ga(a.n_rows, -1.0f), gb(b.n_rows, -1.0f), gc(c.n_rows, -1.0f);
+    sparse_gemv(a.columns, in, ya.data(), pool, scratch);
+    sparse_gemv(b.columns, x.data(), idx.data(), static_cast<int64_t>(idx.size()), yb.data(),
+                pool, scratch);
+    sparse_gemv(c.columns, in, yc.data(), pool, scratch);
+    for (int rep = 0; rep < 2; ++rep) {
+      sparse_gemv({{&a.columns, ga.data()}, {&b.columns, gb.data()}, {&c.columns, gc.data()}},
+                  in, pool, scratch);
+      ASSERT_EQ(ga, ya);
+      ASSERT_EQ(gb, yb);
+      ASSERT_EQ(gc, yc);
     }
-  }
+  });
 }
 
 // A matrix of 8192 rows or more (an output head) is split by rows, not by blocks: each row is
@@ -371,26 +386,21 @@ TEST_P(SparseGemvTest, GroupedEqualsSeparateCalls) {
 TEST_P(SparseGemvTest, TallMatricesSplitByRowsEqualTheKernel) {
   const Matrix tall = make_matrix(GetParam(), 8352, 64, 31);
   const Matrix small = make_matrix(GetParam(), 192, 64, 32);
-  for (double density : kDensities) {
-    const auto x = sparse_x(64, density, 33);
-    const auto idx = active_of(x);
-    const SparseInput in = prepare(x, idx);
+  for_inputs_and_threads(64, 33, {1, 2, 3}, [&](const std::vector<float>& x,
+                                                const std::vector<int32_t>& idx,
+                                                const SparseInput& in, ThreadPool& pool,
+                                                SparseScratch& scratch) {
     const auto want = run(sparse_gemv_kernel(active_isa()), tall, x, idx);
-    const auto want_small = run(sparse_gemv_kernel(active_isa()), small, x, idx);
-    for (int threads : {1, 2, 3}) {
-      ThreadPool pool(threads);
-      SparseScratch scratch;
-      std::vector<float> y(tall.n_rows, -1.0f), ys(small.n_rows, -1.0f);
-      sparse_gemv(tall.columns, in, y.data(), pool, scratch);
-      ASSERT_EQ(y, want) << threads << " threads, density " << density;
-      std::fill(y.begin(), y.end(), -1.0f);
-      sparse_gemv({{&small.columns, ys.data()}, {&tall.columns, y.data()}}, in, pool, scratch);
-      ASSERT_EQ(y, want) << threads << " threads, density " << density << ", grouped";
-      if (threads == 1) {
-        ASSERT_EQ(ys, want_small) << "density " << density << ", grouped";
-      }
+    std::vector<float> y(tall.n_rows, -1.0f), ys(small.n_rows, -1.0f);
+    sparse_gemv(tall.columns, in, y.data(), pool, scratch);
+    ASSERT_EQ(y, want);
+    std::fill(y.begin(), y.end(), -1.0f);
+    sparse_gemv({{&small.columns, ys.data()}, {&tall.columns, y.data()}}, in, pool, scratch);
+    ASSERT_EQ(y, want) << "grouped";
+    if (pool.size() == 1) {
+      ASSERT_EQ(ys, run(sparse_gemv_kernel(active_isa()), small, x, idx)) << "grouped";
     }
-  }
+  });
 }
 
 // The integer Q4 products split by rows from 3072 rows on (SmolLM2's stacked gate/up), in
@@ -399,26 +409,21 @@ TEST_P(SparseGemvTest, TallMatricesSplitByRowsEqualTheKernel) {
 // partial sums are added in another order: equal to a float tolerance).
 TEST_P(SparseGemvTest, Q4MatricesFrom3072RowsSplitByRows) {
   const Matrix m = make_matrix(GetParam(), 3136, 576, 41);
-  for (double density : kDensities) {
-    const auto x = sparse_x(576, density, 42);
-    const auto idx = active_of(x);
-    const SparseInput in = prepare(x, idx);
+  for_inputs_and_threads(576, 42, {1, 2, 3}, [&](const std::vector<float>& x,
+                                                 const std::vector<int32_t>& idx,
+                                                 const SparseInput& in, ThreadPool& pool,
+                                                 SparseScratch& scratch) {
     const auto want = run(sparse_gemv_kernel(active_isa()), m, x, idx);
-    for (int threads : {1, 2, 3}) {
-      ThreadPool pool(threads);
-      SparseScratch scratch;
-      std::vector<float> y(m.n_rows, -1.0f);
-      sparse_gemv(m.columns, in, y.data(), pool, scratch);
-      if (is_q4(GetParam())) {
-        ASSERT_EQ(y, want) << threads << " threads, density " << density;
-        continue;
-      }
-      for (int64_t r = 0; r < m.n_rows; ++r) {
-        ASSERT_NEAR(y[r], want[r], 1e-4f * (1.0f + std::fabs(want[r])))
-            << "row " << r << ", " << threads << " threads, density " << density;
-      }
+    std::vector<float> y(m.n_rows, -1.0f);
+    sparse_gemv(m.columns, in, y.data(), pool, scratch);
+    if (is_q4(GetParam())) {
+      ASSERT_EQ(y, want);
+      return;
     }
-  }
+    for (int64_t r = 0; r < m.n_rows; ++r) {
+      ASSERT_NEAR(y[r], want[r], 1e-4f * (1.0f + std::fabs(want[r]))) << "row " << r;
+    }
+  });
 }
 
 // Matrices of one input stacked by rows into one layout (how the model runs q/k/v and gate/up)
@@ -432,20 +437,16 @@ TEST_P(SparseGemvTest, StackedRowsEqualTheSeparateProducts) {
   sv.n_rows = a.n_rows + b.n_rows;
   sv.data = stacked.data();
   const ColumnWeights both = to_column_layout(sv);
-  for (double density : kDensities) {
-    const auto x = sparse_x(576, density, 53);
-    const auto idx = active_of(x);
-    const SparseInput in = prepare(x, idx);
-    for (int threads : {1, 2, 3}) {
-      ThreadPool pool(threads);
-      SparseScratch scratch;
-      std::vector<float> ya(a.n_rows), yb(b.n_rows), y(sv.n_rows);
-      sparse_gemv({{&a.columns, ya.data()}, {&b.columns, yb.data()}}, in, pool, scratch);
-      sparse_gemv(both, in, y.data(), pool, scratch);
-      ASSERT_EQ(std::vector<float>(y.begin(), y.begin() + a.n_rows), ya) << threads << " " << density;
-      ASSERT_EQ(std::vector<float>(y.begin() + a.n_rows, y.end()), yb) << threads << " " << density;
-    }
-  }
+  for_inputs_and_threads(576, 53, {1, 2, 3}, [&](const std::vector<float>&,
+                                                 const std::vector<int32_t>&,
+                                                 const SparseInput& in, ThreadPool& pool,
+                                                 SparseScratch& scratch) {
+    std::vector<float> ya(a.n_rows), yb(b.n_rows), y(sv.n_rows);
+    sparse_gemv({{&a.columns, ya.data()}, {&b.columns, yb.data()}}, in, pool, scratch);
+    sparse_gemv(both, in, y.data(), pool, scratch);
+    ASSERT_EQ(std::vector<float>(y.begin(), y.begin() + a.n_rows), ya);
+    ASSERT_EQ(std::vector<float>(y.begin() + a.n_rows, y.end()), yb);
+  });
 }
 
 INSTANTIATE_TEST_SUITE_P(SparseGemv, SparseGemvTest,

@@ -2,7 +2,8 @@
 """The activation-sparsity table of docs/SPARSITY.md.
 
 For each weight format (default: q8_0 and q4_0 files converted from the shipped Q4_1 model with
-`squeeze quantize --type`, and the Q4_1 file itself), and each method (teal, cats):
+`squeeze quantize --type`, and the Q4_1 file itself), and each method (teal, teal with the
+greedy allocation, cats):
   * `squeeze sparsify --sparsity 0.5,0.25,0.4,0.6` on valid.txt (its first 80%; the density
     check on the held-back rest), which also reports the density of the union over a batch;
   * quality with `squeeze perplexity --act-sparsity S --kl-divergence BASE` on wiki.test.raw,
@@ -38,7 +39,12 @@ TEST = os.path.join(ROOT, "..", "shared", "data", "wikitext-2-raw", "wiki.test.r
 CALIB = os.path.join(ROOT, "..", "shared", "data", "wikitext-2", "valid.txt")
 BASE = os.path.join(ROOT, "models", "SmolLM2-135M-Instruct.Q4_1.gguf")
 LEVELS = [0.25, 0.4, 0.5, 0.6]
-METHODS = ["teal", "cats"]
+# teal-greedy: TEAL with its block-wise greedy allocation (`sparsify --allocate greedy`, default
+# step and windows); the rest of its handling is TEAL's.
+METHODS = ["teal", "teal-greedy", "cats"]
+SPARSIFY_ARGS = {"teal": ["--method", "teal"],
+                 "teal-greedy": ["--method", "teal", "--allocate", "greedy"],
+                 "cats": ["--method", "cats"]}
 # TEAL with the output head sparsified too (--head-sparsity at the blocks' level).
 HEAD_LEVELS = [0.25, 0.4, 0.5]
 
@@ -98,7 +104,7 @@ def read_fraction(method, density):
     """Fraction of a block's weights one token reads. TEAL's density is already weighted by the
     weights behind each site; CATS and ReLU read attention (1/4 of SmolLM2's block weights) and
     the gate (1/4) densely and up + down (1/2) at the neuron density."""
-    return density if method == "teal" else 0.5 + 0.5 * density
+    return density if method.startswith("teal") else 0.5 + 0.5 * density
 
 
 def tg128(sq, model, reps, level, head=None):
@@ -151,7 +157,7 @@ def main():
             files[(fmt, method)] = f
             key = f"sparsify/{fmt}/{method}"
             if key not in res or not os.path.exists(f):
-                p = run([sq, "sparsify", "-m", src, "-o", f, "--method", method,
+                p = run([sq, "sparsify", "-m", src, "-o", f] + SPARSIFY_ARGS[method] + [
                          "--sparsity", ",".join(str(s) for s in [0.5] + [l for l in LEVELS if l != 0.5]),
                          "--calib-samples", str(a.calib_samples), "-t", str(a.threads)])
                 held = {float(m.group(1)): float(m.group(2)) for m in re.finditer(
@@ -272,7 +278,8 @@ def main():
             for level in LEVELS:
                 q = res[f"quality/{fmt}/{method}/{level}"]
                 held = sp["heldout"].get(str(level), sp["heldout"].get(level))
-                row(method, level, held, q, read_fraction(method, q["density"]), 1,
+                label = "teal (greedy)" if method == "teal-greedy" else method
+                row(label, level, held, q, read_fraction(method, q["density"]), 1,
                     f"{fmt}/{method}/{level}")
             if method != "teal":
                 continue

@@ -58,6 +58,11 @@ struct ForwardScratch {
   std::vector<int32_t> idx;
   std::vector<float> fused;  // the output of a stacked product (SparseLayer::qkv, gate_up)
   ops::SparseScratch sparse;
+  // The MLP of one sparse token run by threads that own ranges of neurons (llama.cpp): per
+  // range its kept neurons, prepared input, partial output and kernel scratch.
+  std::vector<int32_t> ffn_idx;
+  std::vector<ops::SparseInput> ffn_in;
+  std::vector<float> ffn_acc;
   SparsityCounters counters;
 };
 

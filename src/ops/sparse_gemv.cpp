@@ -239,44 +239,63 @@ int64_t nonzero_indices(const float* x, int64_t n, int32_t* idx) {
 
 void prepare_sparse_input(const float* x, const int32_t* idx, int64_t n_active, int64_t n_cols,
                           SparseInput& in, bool for_q4) {
+  prepare_sparse_input_range(x, idx, n_active, n_cols, 0, n_cols, in, for_q4);
+}
+
+void prepare_sparse_input_range(const float* x, const int32_t* idx, int64_t n_active,
+                                int64_t n_cols, int64_t c0, int64_t c1, SparseInput& in,
+                                bool for_q4) {
+  if (c0 < 0 || c0 % kBlock32 != 0 || c1 < c0 || c1 > n_cols ||
+      (c1 % kBlock32 != 0 && c1 != n_cols)) {
+    throw UsageError("prepare_sparse_input_range: columns [" + std::to_string(c0) + ", " +
+                     std::to_string(c1) + ") of " + std::to_string(n_cols) +
+                     " are not whole blocks of 32");
+  }
   in.x = x;
   in.idx = idx;
   in.n_active = n_active;
   in.n_cols = n_cols;
   in.quantized = for_q4 && n_cols % kBlock32 == 0;
+  const int64_t b0 = c0 / kBlock32;
   if (in.quantized) {
     // The dense path's activations for Q4_1 (Q8_1); its Q8_0 ones (for Q4_0) are the same
-    // scales and codes.
-    const int64_t n_blocks = n_cols / kBlock32;
-    in.q8.resize(static_cast<size_t>(n_blocks) * sizeof(formats::BlockQ8_1));
-    formats::kernels(DType::Q8_1).quantize_row(x, in.q8.data(), n_cols);
+    // scales and codes. Blocks outside the range are left as they were: no product reads them.
+    const int64_t n_blocks = n_cols / kBlock32, n_range = (c1 - c0) / kBlock32;
+    in.q8.resize(static_cast<size_t>(n_range) * sizeof(formats::BlockQ8_1));
+    formats::kernels(DType::Q8_1).quantize_row(x + c0, in.q8.data(), c1 - c0);
     const auto* q8 = reinterpret_cast<const formats::BlockQ8_1*>(in.q8.data());
     in.xq.resize(static_cast<size_t>(n_cols));
     in.scale.resize(static_cast<size_t>(n_blocks));
     in.qsum.resize(static_cast<size_t>(n_blocks));
     in.qsum_s.resize(static_cast<size_t>(n_blocks));
-    for (int64_t b = 0; b < n_blocks; ++b) {
-      std::memcpy(in.xq.data() + b * kBlock32, q8[b].qs, kBlock32);
+    for (int64_t i = 0; i < n_range; ++i) {
+      const int64_t b = b0 + i;
+      std::memcpy(in.xq.data() + b * kBlock32, q8[i].qs, kBlock32);
       int32_t sum = 0;
-      for (int j = 0; j < kBlock32; ++j) sum += q8[b].qs[j];
-      in.scale[b] = f16_to_f32(q8[b].d);
+      for (int j = 0; j < kBlock32; ++j) sum += q8[i].qs[j];
+      in.scale[b] = f16_to_f32(q8[i].d);
       in.qsum[b] = sum;
-      in.qsum_s[b] = f16_to_f32(q8[b].s);
+      in.qsum_s[b] = f16_to_f32(q8[i].s);
     }
   }
   // Sized once to their bounds and written through pointers: this runs for every sparse
   // input of every layer of every token (push_back's checks were a visible share of it). The
   // quads get kGroupSlack spare entries: the AVX2 twin stores 8 at a time.
-  const size_t max_blocks = static_cast<size_t>((n_cols + kBlock32 - 1) / kBlock32) + 1;
+  const size_t max_blocks = static_cast<size_t>((c1 - c0 + kBlock32 - 1) / kBlock32) + 1;
   in.blocks.resize(max_blocks);
   in.block_first.resize(max_blocks);
   in.block_quad.resize(max_blocks);
   if (in.quantized) in.quads.resize(static_cast<size_t>(n_active / 4) + max_blocks + kGroupSlack);
   SparseGroups g{in.blocks.data(), in.block_first.data(), in.block_quad.data(),
                  in.quantized ? in.quads.data() : nullptr, 0, 0};
-  const bool simd = uses_avx2(active_isa()) && n_cols % kBlock32 == 0 &&
-                    group_blocks_avx2(x, n_cols, n_active, in.xq.data(), g);
-  if (!simd) group_blocks_scalar(idx, n_active, in.xq.data(), g);
+  const int8_t* xq = in.quantized ? in.xq.data() : nullptr;
+  bool simd = uses_avx2(active_isa()) && (c1 - c0) % kBlock32 == 0 &&
+              group_blocks_avx2(x + c0, c1 - c0, n_active, xq != nullptr ? xq + c0 : nullptr, g);
+  if (simd) {
+    for (int64_t k = 0; k < g.n_blocks; ++k) g.blocks[k] += static_cast<int32_t>(b0);
+  } else {
+    group_blocks_scalar(idx, n_active, xq, g);
+  }
   in.blocks.resize(static_cast<size_t>(g.n_blocks));
   in.block_first.resize(static_cast<size_t>(g.n_blocks + 1));
   in.block_quad.resize(static_cast<size_t>(g.n_blocks + 1));

@@ -125,6 +125,13 @@ struct SparseInput {
 // (the F16 and Q8_0 ones read x itself, so a product group without Q4 matrices skips it).
 void prepare_sparse_input(const float* x, const int32_t* idx, int64_t n_active, int64_t n_cols,
                           SparseInput& in, bool for_q4 = true);
+// The same for the columns [c0, c1) of x only (c0 a multiple of 32, c1 too or n_cols): idx
+// lists the n_active kept inputs in that range (absolute column numbers), and the products see
+// an input that is zero outside it. So threads that own ranges of x prepare and multiply their
+// parts independently; their products' sum is the whole input's product.
+void prepare_sparse_input_range(const float* x, const int32_t* idx, int64_t n_active,
+                                int64_t n_cols, int64_t c0, int64_t c1, SparseInput& in,
+                                bool for_q4 = true);
 
 // The grouping step of prepare_sparse_input, in twins that give identical results: the blocks
 // with an active input (ascending), their first index into idx and first quad (each array

@@ -454,6 +454,64 @@ INSTANTIATE_TEST_SUITE_P(SparseGemv, SparseGemvTest,
                          [](const auto& info) { return name_of(info.param); });
 
 // (f) Shapes and formats without a column layout are refused.
+// An input prepared by ranges of columns (threads that own parts of x): each range's blocks,
+// codes and scales are the whole input's for that range, and the products of the ranges add up
+// to the whole input's product (up to the order of the float sums).
+TEST_P(SparseGemvTest, RangesOfTheInputAddUpToTheWhole) {
+  const Matrix m = make_matrix(GetParam(), 576, 1536, 61);
+  const SparseGemvFn kernel = sparse_gemv_kernel(active_isa());
+  for (double density : kDensities) {
+    SCOPED_TRACE("density " + std::to_string(density));
+    const auto x = sparse_x(1536, density, 62);
+    const auto idx = active_of(x);
+    const SparseInput whole = prepare(x, idx);
+    const auto want = run(kernel, m, x, idx);
+    const auto mag = magnitudes(m, x);
+    std::vector<double> sum(m.n_rows, 0.0);
+    for (auto [c0, c1] : {std::pair<int64_t, int64_t>{0, 768}, {768, 1024}, {1024, 1536}}) {
+      std::vector<int32_t> part;
+      for (int32_t i : idx) {
+        if (i >= c0 && i < c1) part.push_back(i);
+      }
+      SparseInput in;
+      prepare_sparse_input_range(x.data(), part.data(), static_cast<int64_t>(part.size()), 1536,
+                                 c0, c1, in);
+      ASSERT_EQ(in.n_active, static_cast<int64_t>(part.size()));
+      std::vector<int32_t> want_blocks;
+      for (int32_t b : whole.blocks) {
+        if (b * 32 >= c0 && b * 32 < c1) want_blocks.push_back(b);
+      }
+      ASSERT_EQ(in.blocks, want_blocks) << "[" << c0 << ", " << c1 << ")";
+      for (int32_t b : in.blocks) {
+        ASSERT_EQ(in.scale[b], whole.scale[b]);
+        ASSERT_EQ(in.qsum[b], whole.qsum[b]);
+        ASSERT_EQ(in.qsum_s[b], whole.qsum_s[b]);
+        for (int j = 0; j < 32; ++j) ASSERT_EQ(in.xq[b * 32 + j], whole.xq[b * 32 + j]);
+      }
+      std::vector<float> y(m.n_rows), scratch(m.n_rows);
+      kernel(m.columns, in, 0, static_cast<int64_t>(in.blocks.size()), 0, m.n_rows, y.data(),
+             scratch.data());
+      for (int64_t r = 0; r < m.n_rows; ++r) sum[r] += y[r];
+    }
+    for (int64_t r = 0; r < m.n_rows; ++r) {
+      ASSERT_NEAR(sum[r], want[r], 1e-6 * mag[r] + 1e-30) << "row " << r;
+    }
+  }
+}
+
+TEST(SparseGemvLayout, RangesMustBeWholeBlocks) {
+  const std::vector<float> x(96, 1.0f);
+  std::vector<int32_t> idx(96);
+  std::iota(idx.begin(), idx.end(), 0);
+  SparseInput in;
+  EXPECT_THROW(prepare_sparse_input_range(x.data(), idx.data(), 16, 96, 16, 32, in), UsageError);
+  EXPECT_THROW(prepare_sparse_input_range(x.data(), idx.data(), 16, 96, 0, 48, in), UsageError);
+  EXPECT_THROW(prepare_sparse_input_range(x.data(), idx.data(), 16, 96, 64, 32, in), UsageError);
+  EXPECT_THROW(prepare_sparse_input_range(x.data(), idx.data(), 16, 96, 0, 128, in), UsageError);
+  EXPECT_NO_THROW(prepare_sparse_input_range(x.data(), idx.data() + 32, 32, 96, 32, 64, in));
+  EXPECT_EQ(in.blocks, std::vector<int32_t>{1});
+}
+
 TEST(SparseGemvLayout, RejectsBadShapesAndFormats) {
   std::vector<uint8_t> bytes(1 << 16);
   auto view = [&](DType t, int64_t n_rows, int64_t n_cols) {

@@ -241,6 +241,59 @@ TEST_F(ActSparsityTest, OneTokenSparseKernelsMatchTheZeroedDenseProducts) {
   }
 }
 
+// TEAL's MLP for one token runs as ranges of neurons, one per thread (gate/up rows, SwiGLU,
+// the threshold and down's partial product each; llama.cpp's sparse_mlp_by_neurons); with a
+// tensor callback set the model runs the separate products instead (the callback needs the
+// gate's values). The two compute the same: gate/up bit for bit, down up to the order of its
+// float sums, so the logits agree to rounding unless such a difference flips an activation
+// across its threshold (allowed on one token of 24). n_ff = 384: three row tiles of 128, so the
+// two threads' ranges are uneven (128 and 256 neurons). The Q4 formats (the float ones run the
+// separate products: their gate/up rows split by threads measured slower).
+TEST_F(ActSparsityTest, MlpByRangesOfNeuronsMatchesTheSeparateProducts) {
+  std::vector<int32_t> tokens;
+  std::mt19937_64 rng(12);
+  for (int i = 0; i < 24; ++i) tokens.push_back(static_cast<int32_t>(rng() % 256));
+  for (formats::DType type : {formats::DType::Q4_0, formats::DType::Q4_1}) {
+    const std::string what(formats::format_info(type).name);
+    testing::TinyModelSpec spec;
+    spec.matrix_type = type;
+    spec.n_ff = 384;
+    testing::write_tiny_model(path_, spec);
+    model_ = model::Model::load(path_);
+    const compress::SparsifyResult r = calibrate(Method::Teal, 0.5);
+    const model::ActSparsity policy(*model_, r.table, 0.5, pool_);
+    ASSERT_EQ(policy.layer(0).gate_up.n_rows, 2 * spec.n_ff) << what;
+    model::Context by_neurons(*model_, 64, pool_, 64), separate(*model_, 64, pool_, 64);
+    by_neurons.set_act_sparsity(&policy);
+    separate.set_act_sparsity(&policy);
+    int64_t calls = 0;
+    separate.set_callback([&](std::string_view, int, const float*, int64_t, int64_t) { ++calls; });
+    const int64_t nv = model_->hparams().n_vocab;
+    int differ = 0;
+    double scale = 0;
+    for (int32_t t : tokens) {
+      const auto a = by_neurons.decode({&t, 1});
+      const std::vector<float> la(a.begin(), a.end());
+      const auto b = separate.decode({&t, 1});
+      double d = 0;
+      for (int64_t i = 0; i < nv; ++i) {
+        d = std::max(d, std::fabs(static_cast<double>(la[i]) - b[i]));
+        scale = std::max(scale, std::fabs(static_cast<double>(b[i])));
+      }
+      differ += d > 1e-3 * scale;
+    }
+    EXPECT_GT(calls, 0) << what;
+    EXPECT_LE(differ, 1) << what;
+    // Both counted the same activations (a flip would move a few).
+    const auto ca = by_neurons.sparsity_counters(), cb = separate.sparsity_counters();
+    for (int site = 0; site < sparsity::n_sites(Method::Teal); ++site) {
+      EXPECT_NEAR(ca.density(site), cb.density(site), 0.01) << what << " site " << site;
+      EXPECT_GT(ca.density(site), 0.3) << what << " site " << site;
+      EXPECT_LT(ca.density(site), 0.7) << what << " site " << site;
+    }
+  }
+}
+
 // ReLU-fication: gate <= 0 dropped; the one-token skipping path computes what the batch path
 // computes, and the model differs from the SiLU one.
 TEST_F(ActSparsityTest, ReluDropsNonPositiveGates) {

@@ -95,6 +95,8 @@ std::string density_text(const model::Model& m, const model::ActSparsity& policy
     std::snprintf(buf, sizeof buf, "; head_in %.3f", c.head_density());
     out += buf;
   }
+  std::snprintf(buf, sizeof buf, "; block weights read %.3f", c.block_read_fraction());
+  out += buf;
   return out;
 }
 

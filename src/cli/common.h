@@ -51,7 +51,8 @@ std::unique_ptr<model::ActSparsity> enable_act_sparsity(const model::Model& m,
                                                         const ActSparsityOptions& o,
                                                         model::Context& ctx, ThreadPool& pool);
 
-// "attn_in 0.501 attn_out 0.498 ... (weighted 0.50)": the density each site reached.
+// "attn_in 0.501 attn_out 0.498 ... (weighted by weights 0.500); block weights read 0.512": the
+// density each site reached and the fraction of the blocks' weight bytes the products read.
 std::string density_text(const model::Model& m, const model::ActSparsity& policy,
                          const model::SparsityCounters& c);
 

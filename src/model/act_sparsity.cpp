@@ -170,6 +170,12 @@ double SparsityCounters::head_density() const {
   return head_seen == 0 ? 0.0 : static_cast<double>(head_kept) / static_cast<double>(head_seen);
 }
 
+double SparsityCounters::block_read_fraction() const {
+  return block_bytes_dense == 0
+             ? 0.0
+             : static_cast<double>(block_bytes_read) / static_cast<double>(block_bytes_dense);
+}
+
 double weighted_density(const Model& m, sparsity::Method method,
                         const std::array<double, sparsity::kTealSites>& density) {
   if (method != sparsity::Method::Teal) return density[sparsity::kGateAct];

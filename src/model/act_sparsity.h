@@ -81,7 +81,18 @@ struct SparsityCounters {
   std::array<uint64_t, sparsity::kTealSites> kept{};
   std::array<uint64_t, sparsity::kTealSites> seen{};
   uint64_t head_kept = 0, head_seen = 0;  // the output head's input (SparseHead)
-  void reset() { kept.fill(0); seen.fill(0); head_kept = head_seen = 0; }
+  // Weight bytes of the blocks' matrices (not the head) that the products read, as each
+  // product counts them from what it skips (ops::sparse_bytes_read; a dense product reads its
+  // whole matrix, once per batch), and what the dense products would have read.
+  uint64_t block_bytes_read = 0, block_bytes_dense = 0;
+  void reset() {
+    kept.fill(0);
+    seen.fill(0);
+    head_kept = head_seen = 0;
+    block_bytes_read = block_bytes_dense = 0;
+  }
+  // block_bytes_read / block_bytes_dense (0 when nothing ran).
+  double block_read_fraction() const;
   // Kept / seen at one site (0 when nothing was seen).
   double density(int site) const;
   double head_density() const;

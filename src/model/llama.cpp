@@ -18,6 +18,11 @@ namespace {
 // preparation (up to ~1 us) eats the gain.
 constexpr double kSparseMaxDensity = 0.9;
 
+// The bytes a dense product reads of w: the whole matrix.
+uint64_t dense_bytes(const ops::WeightView& w) {
+  return static_cast<uint64_t>(w.n_rows) * w.row_bytes;
+}
+
 std::string key(const HParams& hp, const char* suffix) { return hp.arch + "." + suffix; }
 
 // Binds a weight matrix [n_in] -> [n_out] (ggml shape [n_in, n_out]) and checks it.
@@ -148,8 +153,8 @@ namespace {
 // Returns false (nothing done) when the format, the shapes or the input's density (above
 // kSparseMaxDensity the dense products run) do not allow it; the caller then runs the separate
 // products.
-bool sparse_mlp_by_neurons(const HParams& hp, const SparseLayer& SL, ForwardScratch& s,
-                           ThreadPool& pool, int64_t kept) {
+bool sparse_mlp_by_neurons(const HParams& hp, const LayerWeights& L, const SparseLayer& SL,
+                           ForwardScratch& s, ThreadPool& pool, int64_t kept) {
   const int64_t n_embd = hp.n_embd, n_ff = hp.n_ff;
   constexpr int64_t kTile = 128;
   if (!ops::needs_q4_input(SL.gate_up) || SL.gate_up.n_rows != 2 * n_ff ||
@@ -171,6 +176,7 @@ bool sparse_mlp_by_neurons(const HParams& hp, const SparseLayer& SL, ForwardScra
   const int64_t per = n_embd + std::max(n_ff, n_embd);
   s.ffn_acc.resize(static_cast<size_t>(n_ranges * per));
   int64_t kept_of[kMaxRanges] = {};
+  uint64_t bytes_of[kMaxRanges] = {};
   const ops::SparseGemvFn kernel = ops::sparse_gemv_kernel(active_isa());
   const float t_act = SL.t[sparsity::kFfnAct];
   const auto& ffn_input = s.sparse.input;
@@ -191,9 +197,15 @@ bool sparse_mlp_by_neurons(const HParams& hp, const SparseLayer& SL, ForwardScra
     ops::prepare_sparse_input_range(act, idx, k, n_ff, n0, n1, in, q4_down);
     float* y = c == 0 ? s.proj.data() : acc;
     kernel(SL.down, in, 0, static_cast<int64_t>(in.blocks.size()), 0, n_embd, y, scratch);
+    bytes_of[c] = 2 * ops::sparse_bytes_read(SL.gate_up, ffn_input, n0, n1) +
+                  ops::sparse_bytes_read(SL.down, in);
   });
   int64_t total = 0;
-  for (int64_t c = 0; c < n_ranges; ++c) total += kept_of[c];
+  for (int64_t c = 0; c < n_ranges; ++c) {
+    total += kept_of[c];
+    s.counters.block_bytes_read += bytes_of[c];
+  }
+  s.counters.block_bytes_dense += dense_bytes(L.ffn_gate) + dense_bytes(L.ffn_up) + dense_bytes(L.ffn_down);
   for (int64_t c = 1; c < n_ranges; ++c) {
     const float* p = s.ffn_acc.data() + c * per;
     for (int64_t r = 0; r < n_embd; ++r) s.proj[r] += p[r];
@@ -218,8 +230,17 @@ void forward_llama_layer(const Model& m, int64_t il, KvCache& kv, ForwardScratch
   auto cb = [&](const char* name, const float* data, int64_t rows, int64_t width) {
     if (callback != nullptr && *callback) (*callback)(name, li, data, rows, width);
   };
+  // Weight bytes of the block's products: read, and what the dense products would read.
+  auto count = [&](uint64_t read, uint64_t dense) {
+    s.counters.block_bytes_read += read;
+    s.counters.block_bytes_dense += dense;
+  };
+  auto count_dense = [&](std::initializer_list<const ops::WeightView*> ws) {
+    for (const ops::WeightView* w : ws) count(dense_bytes(*w), dense_bytes(*w));
+  };
   auto mm = [&](const ops::WeightView& w, const float* x, float* y) {
     ops::matmul(w, x, n, w.n_cols, y, w.n_rows, pool, s.mm);
+    count_dense({&w});
   };
   const ops::Rope rope(static_cast<int>(hp.n_rot), hp.rope_freq_base, hp.rope_layout);
   const ops::AttentionShape shape{static_cast<int>(hp.n_head), static_cast<int>(hp.n_head_kv),
@@ -266,7 +287,10 @@ void forward_llama_layer(const Model& m, int64_t il, KvCache& kv, ForwardScratch
     if (fused != nullptr && fused->n_rows == 0) fused = nullptr;
     for (const Product& p : ps) sparse = sparse && (fused != nullptr || p.cw->n_rows > 0);
     if (!sparse) {
-      for (const Product& p : ps) ops::matmul(*p.w, xin, n, n_in, p.y, p.w->n_rows, pool, s.mm);
+      for (const Product& p : ps) {
+        ops::matmul(*p.w, xin, n, n_in, p.y, p.w->n_rows, pool, s.mm);
+        count_dense({p.w});
+      }
       return;
     }
     if (fused != nullptr) {
@@ -274,16 +298,19 @@ void forward_llama_layer(const Model& m, int64_t il, KvCache& kv, ForwardScratch
                                 ops::needs_q4_input(*fused));
       s.fused.resize(static_cast<size_t>(fused->n_rows));
       ops::sparse_gemv(*fused, s.sparse.input, s.fused.data(), pool, s.sparse);
+      count(ops::sparse_bytes_read(*fused, s.sparse.input), 0);
       const float* from = s.fused.data();
       for (const Product& p : ps) {
         std::copy(from, from + p.w->n_rows, p.y);
         from += p.w->n_rows;
+        count(0, dense_bytes(*p.w));
       }
       return;
     }
     bool for_q4 = false;
     for (const Product& p : ps) for_q4 = for_q4 || ops::needs_q4_input(*p.cw);
     ops::prepare_sparse_input(xin, s.idx.data(), kept, n_in, s.sparse.input, for_q4);
+    for (const Product& q : ps) count(ops::sparse_bytes_read(*q.cw, s.sparse.input), dense_bytes(*q.w));
     const Product* p = ps.begin();
     if (ps.size() == 1) {
       ops::sparse_gemv(*p[0].cw, s.sparse.input, p[0].y, pool, s.sparse);
@@ -301,6 +328,7 @@ void forward_llama_layer(const Model& m, int64_t il, KvCache& kv, ForwardScratch
   } else {
     ops::matmul({{&L.wq, s.q.data(), n_q}, {&L.wk, s.k.data(), n_kv}, {&L.wv, s.v.data(), n_kv}},
                 s.xn.data(), n, n_embd, pool, s.mm);
+    count_dense({&L.wq, &L.wk, &L.wv});
   }
   if (s.rope_pos0 != pos0 || s.rope_n != n) {
     s.rope_cs.resize(static_cast<size_t>(n * hp.n_rot));
@@ -345,7 +373,7 @@ void forward_llama_layer(const Model& m, int64_t il, KvCache& kv, ForwardScratch
   const bool by_neurons = teal && n == 1 && (callback == nullptr || !*callback);
   int64_t kept_in = 0;
   if (teal) kept_in = sparsify(s.xn.data(), n_embd, sparsity::kFfnIn);
-  if (by_neurons && sparse_mlp_by_neurons(hp, *SL, s, pool, kept_in)) {
+  if (by_neurons && sparse_mlp_by_neurons(hp, L, *SL, s, pool, kept_in)) {
     // done: the MLP ran as ranges of neurons, its output in s.proj
   } else if (teal) {
     smm({{&SL->gate, &L.ffn_gate, s.gate.data()}, {&SL->up, &L.ffn_up, s.up.data()}}, s.xn.data(),
@@ -356,17 +384,23 @@ void forward_llama_layer(const Model& m, int64_t il, KvCache& kv, ForwardScratch
     const int64_t kept_act = sparsify(s.gate.data(), n_ff, sparsity::kFfnAct);
     smm({{&SL->down, &L.ffn_down, s.proj.data()}}, s.gate.data(), n_ff, kept_act);
   } else if (sp != nullptr) {
-    // CATS (and ReLU-fication, ReLU for SiLU): neurons with |act(gate)| < t are dropped, so
-    // their down columns are never read (one token) or multiply zeros (a batch). gate and up
-    // run densely in one region: reading only the kept up rows through per-row dot products
-    // measured slower than the tiled dense product at these sizes.
-    ops::matmul({{&L.ffn_gate, s.gate.data(), n_ff}, {&L.ffn_up, s.up.data(), n_ff}},
-                s.xn.data(), n, n_embd, pool, s.mm);
+    // CATS (and ReLU-fication, ReLU for SiLU): neurons with |act(gate)| < t are dropped. One
+    // token computes gate densely (it decides which neurons stay), then only the kept rows of
+    // up, and reads only the kept columns of down. A batch runs gate and up densely in one
+    // region and zeroes the dropped neurons (its union of kept neurons is dense).
+    const bool one_token = n == 1;
+    if (one_token) {
+      mm(L.ffn_gate, s.xn.data(), s.gate.data());
+    } else {
+      ops::matmul({{&L.ffn_gate, s.gate.data(), n_ff}, {&L.ffn_up, s.up.data(), n_ff}},
+                  s.xn.data(), n, n_embd, pool, s.mm);
+      count_dense({&L.ffn_gate, &L.ffn_up});
+    }
     cb("ffn_gate", s.gate.data(), n, n_ff);
     const bool relu = sp->method() == sparsity::Method::Relu;
     int64_t kept = 0, total = 0;
     for (int64_t r = 0; r < n; ++r) {
-      float* g = s.gate.data() + r * n_ff;
+      const float* g = s.gate.data() + r * n_ff;
       float* u = s.up.data() + r * n_ff;
       kept = 0;
       for (int64_t i = 0; i < n_ff; ++i) {
@@ -377,6 +411,10 @@ void forward_llama_layer(const Model& m, int64_t il, KvCache& kv, ForwardScratch
         }
       }
       total += kept;
+    }
+    if (one_token) {
+      ops::matmul_rows(L.ffn_up, s.xn.data(), s.idx.data(), kept, s.up.data(), pool, s.mm);
+      count(static_cast<uint64_t>(kept) * L.ffn_up.row_bytes, dense_bytes(L.ffn_up));
     }
     s.counters.kept[sparsity::kGateAct] += static_cast<uint64_t>(total);
     s.counters.seen[sparsity::kGateAct] += static_cast<uint64_t>(n * n_ff);
@@ -392,6 +430,7 @@ void forward_llama_layer(const Model& m, int64_t il, KvCache& kv, ForwardScratch
   } else {
     ops::matmul({{&L.ffn_gate, s.gate.data(), n_ff}, {&L.ffn_up, s.up.data(), n_ff}},
                 s.xn.data(), n, n_embd, pool, s.mm);
+    count_dense({&L.ffn_gate, &L.ffn_up});
     cb("ffn_gate", s.gate.data(), n, n_ff);
     ops::swiglu(s.gate.data(), s.up.data(), n * n_ff, s.gate.data());
     cb("ffn_act", s.gate.data(), n, n_ff);

@@ -126,9 +126,26 @@ void matmul_rows(const WeightView& w, const float* x, const int32_t* rows, int64
     formats::kernels(xt).quantize_row(x, scratch.quantized.data(), w.n_cols);
     xq = scratch.quantized.data();
   }
-  const auto vec_dot = formats::kernels(w.type).vec_dot;
+  // The kernels matmul picks for this matrix, so each row gets the same bits as there.
+  const auto& wk = formats::kernels(w.type);
+  const bool repacked = wk.vec_dot_repacked != nullptr && w.n_rows % formats::kRepackRows == 0;
+  const formats::GemmFn gemm = repacked ? wk.gemm_repacked : wk.gemm;
+  const auto vec_dot = repacked ? wk.vec_dot_repacked : wk.vec_dot;
+  // Runs of consecutive rows go through the tiled kernel (its prefetching and shared decoding;
+  // a run split between two chunks of the row list is two runs), or the dot product where the
+  // format has none: either way what matmul computes for those rows.
   pool.parallel_for(n_rows, 64, [&](int64_t i0, int64_t i1, int) {
-    for (int64_t i = i0; i < i1; ++i) y[rows[i]] = vec_dot(w.n_cols, w.row(rows[i]), xq);
+    for (int64_t i = i0; i < i1;) {
+      int64_t j = i + 1;
+      while (j < i1 && rows[j] == rows[j - 1] + 1) ++j;
+      const int64_t r0 = rows[i];
+      if (gemm != nullptr) {
+        gemm(w.n_cols, w.row(r0), w.row_bytes, j - i, xq, 0, 1, y + r0, 0);
+      } else {
+        for (int64_t k = i; k < j; ++k) y[rows[k]] = vec_dot(w.n_cols, w.row(rows[k]), xq);
+      }
+      i = j;
+    }
   });
 }
 

@@ -36,9 +36,10 @@ void matmul(const WeightView& w, const float* x, int64_t n_tokens, int64_t x_str
 void matmul(std::initializer_list<MatmulOut> outs, const float* x, int64_t n_tokens,
             int64_t x_stride, ThreadPool& pool, MatmulScratch& scratch);
 
-// One token, some rows: y[rows[i]] = sum_c W[rows[i], c] * x[c] for i < n_rows (the other
-// entries of y untouched), e.g. the up projection of the neurons CATS keeps. Same kernels and
-// activation conversion as matmul.
+// One token, some rows: y[rows[i]] = sum_c W[rows[i], c] * x[c] for i < n_rows (rows ascending
+// and distinct; the other entries of y untouched), e.g. the up projection of the neurons CATS
+// keeps. Reads only those rows; each equals matmul's y[row] bit for bit (same kernels and
+// activation conversion).
 void matmul_rows(const WeightView& w, const float* x, const int32_t* rows, int64_t n_rows,
                  float* y, ThreadPool& pool, MatmulScratch& scratch);
 

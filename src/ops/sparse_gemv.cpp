@@ -471,4 +471,13 @@ void sparse_gemv(const ColumnWeights& w, const float* x, const int32_t* idx, int
   sparse_gemv(w, scratch.input, y, pool, scratch);
 }
 
+size_t sparse_bytes_read(const ColumnWeights& w, const SparseInput& in, int64_t r0, int64_t r1) {
+  if (w.n_rows == 0) return 0;
+  // header_bytes and column_bytes are proportional to n_rows (whole bytes per 32 rows).
+  const uint64_t all_rows = in.blocks.size() * w.header_bytes +
+                            static_cast<uint64_t>(in.n_active) * w.column_bytes;
+  return static_cast<size_t>(all_rows * static_cast<uint64_t>(r1 - r0) /
+                             static_cast<uint64_t>(w.n_rows));
+}
+
 }  // namespace squeeze::ops

@@ -190,6 +190,14 @@ int64_t nonzero_indices(const float* x, int64_t n, int32_t* idx);
 int64_t nonzero_indices_scalar(const float* x, int64_t n, int32_t* idx);
 int64_t nonzero_indices_avx2(const float* x, int64_t n, int32_t* idx);
 
+// The weight bytes a product with w over the prepared input reads, for its rows [r0, r1)
+// (default: all): per block with an active input its scales (and mins), and per active input
+// its codes, both for those rows only.
+size_t sparse_bytes_read(const ColumnWeights& w, const SparseInput& in, int64_t r0, int64_t r1);
+inline size_t sparse_bytes_read(const ColumnWeights& w, const SparseInput& in) {
+  return sparse_bytes_read(w, in, 0, w.n_rows);
+}
+
 // Reusable buffers of the threaded drivers.
 struct SparseScratch {
   std::vector<float> acc;  // kernel scratch, then partial sums

@@ -125,5 +125,46 @@ TEST(Matmul, EqualsDequantizedFloatProduct) {
   }
 }
 
+// CATS's up projection: the kept rows only, each equal to the dense product's row bit for bit
+// (single rows, runs and the repacked Q4_0 order at 64 rows), the other outputs untouched.
+TEST(MatmulRows, EqualTheDenseProductsRowsAndTouchNothingElse) {
+  using formats::DType;
+  for (DType type : {DType::F32, DType::F16, DType::Q8_0, DType::Q4_1, DType::Q4_0}) {
+    for (int64_t n_rows : {37, 64, 1536}) {
+      const int64_t n_cols = 256;
+      const auto wf = randn(n_cols * n_rows, 11, 0.1f);
+      const size_t rb = formats::row_bytes(type, n_cols);
+      std::vector<uint8_t> wq(rb * n_rows);
+      const auto& k = formats::kernels(type);
+      for (int64_t r = 0; r < n_rows; ++r) k.quantize_row(wf.data() + r * n_cols, wq.data() + r * rb, n_cols);
+      WeightView w{type, n_cols, n_rows, rb, wq.data()};
+      const auto x = randn(n_cols, 12);
+      ThreadPool pool(2);
+      MatmulScratch scratch;
+      std::vector<float> dense(n_rows);
+      matmul(w, x.data(), 1, n_cols, dense.data(), n_rows, pool, scratch);
+      // About half the rows, in runs of every length, ascending.
+      std::mt19937 rng(13);
+      std::vector<int32_t> rows;
+      for (int32_t r = 0; r < n_rows; ++r) {
+        if (rng() % 2 == 0) rows.push_back(r);
+      }
+      constexpr float kUntouched = -12345.0f;
+      std::vector<float> y(n_rows, kUntouched);
+      matmul_rows(w, x.data(), rows.data(), static_cast<int64_t>(rows.size()), y.data(), pool, scratch);
+      size_t next = 0;
+      for (int32_t r = 0; r < n_rows; ++r) {
+        const bool kept = next < rows.size() && rows[next] == r;
+        next += kept ? 1 : 0;
+        if (kept) {
+          ASSERT_EQ(y[r], dense[r]) << formats::format_info(type).name << " row " << r << " of " << n_rows;
+        } else {
+          ASSERT_EQ(y[r], kUntouched) << formats::format_info(type).name << " row " << r;
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace squeeze::ops

@@ -318,6 +318,43 @@ TEST_F(ActSparsityTest, ReluDropsNonPositiveGates) {
 
 // The gate-space cut equals the threshold on |SiLU(gate)| it replaces, on both sides of SiLU's
 // dip (t below its depth 0.278: a kept interval of negative gates; above: none).
+// CATS for one token reads gate whole (it decides), then only the kept neurons' rows of up and
+// columns of down; the products count the bytes they read (SparsityCounters::block_bytes_read).
+// F16 weights, so down's column layout has no scales and every byte is predictable from the
+// kept counts: per token, the attention matrices and gate whole, plus per kept neuron one row
+// of up and one column of down (n_embd halves). Logits as the batch path (dense up, zeroed).
+TEST_F(ActSparsityTest, CatsOneTokenReadsOnlyTheKeptRowsOfUpAndColumnsOfDown) {
+  testing::TinyModelSpec spec;
+  spec.matrix_type = formats::DType::F16;
+  testing::write_tiny_model(path_, spec);
+  model_ = model::Model::load(path_);
+  const compress::SparsifyResult r = calibrate(Method::Cats, 0.5);
+  const model::ActSparsity policy(*model_, r.table, 0.5, pool_);
+  model::Context ctx(*model_, 64, pool_, 64);
+  ctx.set_act_sparsity(&policy);
+  const auto& L0 = model_->layers[0];
+  const auto bytes = [](const ops::WeightView& w) { return uint64_t(w.n_rows) * w.row_bytes; };
+  const uint64_t whole = bytes(L0.wq) + bytes(L0.wk) + bytes(L0.wv) + bytes(L0.wo) + bytes(L0.ffn_gate);
+  const uint64_t per_neuron = L0.ffn_up.row_bytes + 2 * uint64_t(spec.n_embd);
+  const uint64_t dense = whole + bytes(L0.ffn_up) + bytes(L0.ffn_down);
+  std::mt19937_64 rng(14);
+  for (int i = 0; i < 24; ++i) {
+    const model::SparsityCounters before = ctx.sparsity_counters();
+    const int32_t t = static_cast<int32_t>(rng() % 256);
+    ctx.decode({&t, 1});
+    const model::SparsityCounters& after = ctx.sparsity_counters();
+    const uint64_t kept = after.kept[sparsity::kGateAct] - before.kept[sparsity::kGateAct];
+    EXPECT_EQ(after.block_bytes_read - before.block_bytes_read,
+              spec.n_layer * whole + kept * per_neuron) << "token " << i;
+    EXPECT_EQ(after.block_bytes_dense - before.block_bytes_dense, spec.n_layer * dense);
+  }
+  const double fraction = ctx.sparsity_counters().block_read_fraction();
+  const double neurons = ctx.sparsity_counters().density(sparsity::kGateAct);
+  EXPECT_GT(neurons, 0.3);
+  EXPECT_LT(neurons, 0.7);
+  EXPECT_NEAR(fraction, (whole + neurons * (dense - whole)) / double(dense), 1e-9);
+}
+
 TEST(GateInterval, EqualsTheSiluThreshold) {
   std::mt19937_64 rng(17);
   std::uniform_real_distribution<float> u(-12.0f, 12.0f);

@@ -7,9 +7,8 @@
 //    each activation block across RM rows (prefill: 2 x 4 tiles, 8 accumulators in registers;
 //    sq: 1 x 4, as its dot product keeps two accumulators per output);
 //  - for one token (decode) rows go four at a time and the weights are prefetched a few
-//    kilobytes ahead: decode streams every weight byte once, and on the machines we measured
-//    the hardware prefetcher alone left the loads waiting on memory (single-thread decode
-//    went from 36 to 60 t/s on a Xeon with prefetching).
+//    kilobytes ahead: decode streams every weight byte once, and the hardware prefetcher
+//    alone left the loads waiting on memory (docs/BENCHMARKS.md, "What made it fast").
 #include "formats/avx2_util.h"
 #include "formats/blocks.h"
 #include "formats/format.h"

@@ -81,8 +81,8 @@ void matmul(std::initializer_list<MatmulOut> outs, const float* x, int64_t n_tok
   }
 
   // Chunks of rows, each within one matrix. One token (decode): kDecodeRowsPerChunk rows, long
-  // runs of contiguous weights that the kernels' prefetching streams through (measured with
-  // bench on SmolLM2, 2 threads: 256 rows gave 5-25% more t/s than 64, in every format); many
+  // runs of contiguous weights that the kernels' prefetching streams through (256 rows were
+  // faster than 64 in every format: docs/BENCHMARKS.md, "What made it fast"); many
   // tokens: about 8 chunks per thread over all rows, in multiples of 16 rows (the tiles).
   int64_t total_rows = 0;
   for (const MatmulOut& o : outs) total_rows += o.w->n_rows;

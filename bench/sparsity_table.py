@@ -17,6 +17,9 @@ greedy allocation, cats):
     median over rounds; a speed-up is the median over rounds of the ratio within the round
     (to dense: the geometric mean of its two runs), with the rounds' range in brackets (the
     host's speed drifts by tens of percent between and within rounds).
+  * block weights read: the fraction of the blocks' weight bytes that one token's products
+    read, as the products count it (`bench`'s "block weights read" in the tg128 runs; "-" when
+    the speed phase did not run).
 Results are cached in bench/out/sparsity_table/results.json (delete entries to re-measure).
 
   bench/sparsity_table.py [--formats q8_0 q4_0 q4_1] [--chunks 40] [--rounds 5] [--no-speed]
@@ -100,21 +103,21 @@ def perplexity(sq, model, base_logits, chunks, level, head=None):
     return r
 
 
-def read_fraction(method, density):
-    """Fraction of a block's weights one token reads. TEAL's density is already weighted by the
-    weights behind each site; CATS and ReLU read attention (1/4 of SmolLM2's block weights) and
-    the gate (1/4) densely and up + down (1/2) at the neuron density."""
-    return density if method.startswith("teal") else 0.5 + 0.5 * density
-
-
-def tg128(sq, model, reps, level, head=None):
+def tg128(sq, model, reps, level, head=None, reads=None, key=None):
+    """tg128 t/s; with a level, also the fraction of the blocks' weight bytes that the products
+    read (bench's 'block weights read', counted by the products), kept in reads[key]."""
     cmd = [sq, "bench", "-m", model, "-p", "0", "-n", "128", "-r", str(reps), "--json"]
     if level is not None:
         cmd += ["--act-sparsity", str(level)]
     if head is not None:
         cmd += ["--head-sparsity", str(head)]
-    rep = json.loads(run(cmd).stdout)
-    return rep["results"][0]["avg_ts"]
+    p = run(cmd)
+    if level is not None and reads is not None:
+        m = re.search(r"block weights read ([\d.]+)", p.stderr)
+        if not m:
+            sys.exit(f"no 'block weights read' in the output of {' '.join(cmd)}")
+        reads[key] = float(m.group(1))
+    return json.loads(p.stdout)["results"][0]["avg_ts"]
 
 
 def main():
@@ -211,6 +214,7 @@ def main():
             import llama_cpp
             res["llama_cpp_build"] = vs.llama_build_info(llama_cpp)
         samples = {}
+        reads = res.setdefault("block_read", {})
         for rnd in range(a.rounds):
             for fmt in a.formats:
                 f = files[(fmt, METHODS[0])]
@@ -222,13 +226,15 @@ def main():
                 samples.setdefault(f"{fmt}/dense", []).append(tg128(sq, f, a.reps, None))
                 for method in METHODS:
                     for level in LEVELS:
-                        samples.setdefault(f"{fmt}/{method}/{level}", []).append(
-                            tg128(sq, files[(fmt, method)], a.reps, level))
+                        key = f"{fmt}/{method}/{level}"
+                        samples.setdefault(key, []).append(
+                            tg128(sq, files[(fmt, method)], a.reps, level, None, reads, key))
                 for level in HEAD_LEVELS:
-                    samples.setdefault(f"{fmt}/teal+head/{level}", []).append(
-                        tg128(sq, files[(fmt, "teal")], a.reps, level, level))
+                    key = f"{fmt}/teal+head/{level}"
+                    samples.setdefault(key, []).append(
+                        tg128(sq, files[(fmt, "teal")], a.reps, level, level, reads, key))
                 samples.setdefault(f"{fmt}/relu/0", []).append(
-                    tg128(sq, files[(fmt, "relu")], a.reps, 0))
+                    tg128(sq, files[(fmt, "relu")], a.reps, 0, None, reads, f"{fmt}/relu/0"))
                 # Dense again at the end of the round: the round's reference speed is the
                 # geometric mean of the two (the host's speed drifts within a round).
                 samples.setdefault(f"{fmt}/dense_end", []).append(tg128(sq, f, a.reps, None))
@@ -238,6 +244,7 @@ def main():
         save()
 
     tg = res.get("tg128", {})
+    block_read = res.get("block_read", {})
     smp = res.get("tg128_samples", {})
 
     def speedup(key, fmt, ref):
@@ -267,8 +274,9 @@ def main():
         print(f"| dense | 0 | 1 | 1 | 1 | 1 | {dense_q['ppl']:.3f} | {dense_q['kld']:.4f} | "
               f"{dense_q['top1']:.2f} | {f1(d_tg, 0)} | 1.00x | "
               f"{speedup(f'{fmt}/dense', fmt, 'llama.cpp')} |")
-        def row(name, level, held, q, read, head, key):
-            print(f"| {name} | {level} | {f1(held, 3)} | {q['density']:.3f} | {read:.2f} | "
+        def row(name, level, held, q, head, key):
+            read = block_read.get(key)
+            print(f"| {name} | {level} | {f1(held, 3)} | {q['density']:.3f} | {f1(read, 2)} | "
                   f"{head} | {q['ppl']:.3f} | {q['kld']:.4f} | {q['top1']:.2f} | "
                   f"{f1(tg.get(key), 0)} | {speedup(key, fmt, 'dense')} | "
                   f"{speedup(key, fmt, 'llama.cpp')} |")
@@ -279,8 +287,7 @@ def main():
                 q = res[f"quality/{fmt}/{method}/{level}"]
                 held = sp["heldout"].get(str(level), sp["heldout"].get(level))
                 label = "teal (greedy)" if method == "teal-greedy" else method
-                row(label, level, held, q, read_fraction(method, q["density"]), 1,
-                    f"{fmt}/{method}/{level}")
+                row(label, level, held, q, 1, f"{fmt}/{method}/{level}")
             if method != "teal":
                 continue
             for level in HEAD_LEVELS:
@@ -288,12 +295,11 @@ def main():
                 if q is None:
                     continue
                 held = sp["heldout"].get(str(level), sp["heldout"].get(level))
-                row("teal + head", level, held, q, read_fraction(method, q["density"]),
-                    f"{q['head_density']:.2f}", f"{fmt}/teal+head/{level}")
+                row("teal + head", level, held, q, f"{q['head_density']:.2f}",
+                    f"{fmt}/teal+head/{level}")
         q = res[f"quality/{fmt}/relu/0"]
         held = list(res[f"sparsify/{fmt}/relu"]["heldout"].values())[0]
-        row("relu (no thresholds)", "-", held, q, read_fraction("relu", q["density"]), 1,
-            f"{fmt}/relu/0")
+        row("relu (no thresholds)", "-", held, q, 1, f"{fmt}/relu/0")
         print("\ndensity of the union over a batch of b tokens at sparsity 0.5 (held-back valid):\n")
         bs = sorted({int(b) for m in METHODS + ["relu"] for b in res[f"sparsify/{fmt}/{m}"]["batch"]})
         print("| method | " + " | ".join(f"b={b}" for b in bs) + " |")

@@ -10,6 +10,7 @@
 
 #include "core/thread_pool.h"
 #include "model/context.h"
+#include "require_file.h"
 
 namespace squeeze::model {
 namespace {
@@ -22,10 +23,11 @@ namespace {
 // then differ only where llama.cpp itself had a near-tie.
 constexpr double kLogitTolFraction = 0.01;
 
-const std::string kModel = std::string(SQUEEZE_MODELS_DIR) + "/SmolLM2-135M-Instruct.Q4_1.gguf";
+const std::string kModel = squeeze::testing::default_model();
+const std::string kFixture = squeeze::testing::data_file("forward_smollm2.json");
 
 nlohmann::json load_fixture() {
-  std::ifstream in(std::string(SQUEEZE_TEST_DATA) + "/forward_smollm2.json");
+  std::ifstream in(kFixture);
   return nlohmann::json::parse(in);
 }
 
@@ -36,7 +38,8 @@ int32_t argmax(std::span<const float> v) {
 class ForwardReference : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!std::filesystem::exists(kModel)) GTEST_SKIP() << "model not cached: " << kModel;
+    SQUEEZE_REQUIRE_FILE(kModel);
+    SQUEEZE_REQUIRE_FILE(kFixture);
     model_ = Model::load(kModel);
     fixture_ = load_fixture();
   }

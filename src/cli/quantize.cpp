@@ -47,7 +47,7 @@ int cmd_quantize(int argc, char** argv) {
                "replaced (only once the new file is complete).",
                "squeeze quantize"};
   std::string in, out, type_name, method_name, scale_name = "absmax";
-  std::string embd_type = "keep", output_type = "keep";
+  std::string embd_type, output_type;
   std::vector<std::string> tensor_types;
   compress::QuantizeOptions qo;
   compress::QuantScheme& scheme = qo.gptq.scheme;
@@ -87,9 +87,13 @@ int cmd_quantize(int argc, char** argv) {
                                 "REGEX=TYPE: tensors whose name matches get TYPE (a plain type or "
                                 "keep) instead of the method; repeatable, first match wins");
   auto* embd_opt = app.add_option("--embd-type", embd_type,
-                                  "type of token_embd.weight (default keep)");
-  auto* out_type_opt = app.add_option("--output-type", output_type,
-                                      "type of output.weight (default keep)");
+                                  "type of token_embd.weight (default keep); before any "
+                                  "--tensor-type match");
+  auto* out_type_opt = app.add_option(
+      "--output-type", output_type,
+      "type of the output head (default keep): output.weight, before any --tensor-type match; "
+      "on a model with no output.weight (tied head, e.g. SmolLM2) token_embd.weight, as "
+      "llama-quantize does, after a --tensor-type match and not together with --embd-type");
   app.add_option("-t,--threads", threads, "threads (default: all cores)")->check(CLI::Range(0, 1024));
   if (auto rc = parse(app, argc, argv)) return *rc;
 
@@ -150,8 +154,8 @@ int cmd_quantize(int argc, char** argv) {
     for (const std::string& spec : tensor_types) {
       qo.overrides.push_back(compress::parse_tensor_type(spec));
     }
-    qo.embd = compress::parse_type_choice(embd_type);
-    qo.output = compress::parse_type_choice(output_type);
+    if (embd_opt->count() > 0) qo.embd = compress::parse_type_choice(embd_type);
+    if (out_type_opt->count() > 0) qo.output = compress::parse_type_choice(output_type);
     qo.cancel = &stop_requested();
     const bool tty = isatty(STDERR_FILENO) != 0;
     bool transient_shown = false;

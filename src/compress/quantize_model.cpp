@@ -53,6 +53,7 @@ struct Plan {
   Storage st;              // Action::Method
   int64_t layer = -1;      // block index of a block matrix
   int block_matrix = -1;   // index into kBlockMatrices
+  std::string rule;        // the option that chose the type (TypeRule::source), if any
   std::vector<uint8_t> data;  // the output bytes (Method, Convert)
 };
 
@@ -115,6 +116,23 @@ TypeChoice parse_type_choice(std::string_view name) {
   return c;
 }
 
+TypeRule type_rule(const std::string& name, bool tied_output, const QuantizeOptions& o) {
+  const TensorTypeOverride* matched = nullptr;
+  for (const TensorTypeOverride& ov : o.overrides) {
+    if (ov.matches(name)) {
+      matched = &ov;
+      break;
+    }
+  }
+  if (name == "token_embd.weight" && o.embd) return {&*o.embd, "--embd-type"};
+  if (name == "output.weight" && o.output) return {&*o.output, "--output-type"};
+  if (matched != nullptr) return {&matched->choice, "--tensor-type " + matched->pattern};
+  if (name == "token_embd.weight" && tied_output && o.output) {
+    return {&*o.output, "--output-type (tied head)"};
+  }
+  return {};
+}
+
 TensorTypeOverride parse_tensor_type(std::string_view spec) {
   const size_t eq = spec.rfind('=');
   if (eq == std::string_view::npos || eq == 0 || eq + 1 == spec.size()) {
@@ -169,21 +187,22 @@ QuantizeStats quantize_model(const std::string& model_path, const std::string& o
   if (gptq) calib_text = read_calibration_text(o.calib_path);
 
   // --- the plan, checked in full before any work ---
+  if (m->tied_output && o.embd && o.output) {
+    throw UsageError("--embd-type and --output-type: this model has no output.weight (its head is "
+                     "token_embd.weight), so both would set token_embd.weight; give one");
+  }
   std::vector<Plan> plan;
+  std::string embd_result = "keep", head_result = "keep";  // provenance: what those tensors got
   for (const gguf::TensorInfo& t : src.tensors()) {
     Plan p;
     p.t = &t;
     p.type = t.type;
     std::tie(p.layer, p.block_matrix) = block_matrix_of(t.name);
-    const TypeChoice* choice = nullptr;
-    for (const TensorTypeOverride& ov : o.overrides) {
-      if (ov.matches(t.name)) {
-        choice = &ov.choice;
-        break;
-      }
-    }
-    if (choice == nullptr && t.name == "token_embd.weight") choice = &o.embd;
-    if (choice == nullptr && t.name == "output.weight") choice = &o.output;
+    const TypeRule rule = type_rule(t.name, m->tied_output, o);
+    const TypeChoice* choice = rule.choice;
+    p.rule = rule.source;
+    if (choice != nullptr && t.name == "token_embd.weight") embd_result = choice_text(*choice);
+    if (choice != nullptr && t.name == "output.weight") head_result = choice_text(*choice);
     if (choice != nullptr) {
       if (!choice->keep && choice->type != t.type) {
         if (t.shape[0] % formats::format_info(choice->type).block_size != 0) {
@@ -235,7 +254,9 @@ QuantizeStats quantize_model(const std::string& model_path, const std::string& o
   for (Plan& p : plan) {
     if (p.action != Action::Convert || p.block_matrix >= 0) continue;
     check_cancel();
-    log("convert " + p.t->name + " -> " + std::string(formats::format_info(p.type).name), false);
+    log("convert " + p.t->name + " -> " + std::string(formats::format_info(p.type).name) + " (" +
+            p.rule + ")",
+        false);
     convert(p);
     if (p.t->name == "token_embd.weight") {
       bind(p, m->token_embd);
@@ -376,8 +397,12 @@ QuantizeStats quantize_model(const std::string& model_path, const std::string& o
   w.add_bool(pre + "symmetric", scheme.sym);
   w.add_string(pre + "scale", std::string(scale_method_name(scheme.scale)));
   if (scheme.scale == ScaleMethod::Percentile) w.add_float32(pre + "percentile", scheme.percentile);
-  w.add_string(pre + "embd_type", choice_text(o.embd));
-  w.add_string(pre + "output_type", choice_text(o.output));
+  // What token_embd.weight and the head got ("keep" or a type), whichever option set it; on a
+  // tied model the head is token_embd.weight.
+  if (m->tied_output) head_result = embd_result;
+  w.add_string(pre + "embd_type", embd_result);
+  w.add_string(pre + "output_type", head_result);
+  w.add_bool(pre + "tied_output", m->tied_output);
   if (!o.overrides.empty()) {
     std::vector<std::string> ov;
     for (const auto& x : o.overrides) ov.push_back(x.pattern + "=" + choice_text(x.choice));

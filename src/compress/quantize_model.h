@@ -48,8 +48,9 @@ struct QuantizeOptions {
   QuantMethod method = QuantMethod::Rtn;
   GptqOptions gptq;  // gptq.scheme is the scheme of both methods
   std::vector<TensorTypeOverride> overrides;  // first match wins
-  TypeChoice embd;    // token_embd.weight (also the output head when it is tied)
-  TypeChoice output;  // output.weight
+  // --embd-type and --output-type; unset: not given. See type_rule() for who wins.
+  std::optional<TypeChoice> embd;    // token_embd.weight
+  std::optional<TypeChoice> output;  // the output head: output.weight, or token_embd.weight if tied
   // Calibration (GPTQ only).
   std::string calib_path;
   int64_t calib_samples = 128;
@@ -72,6 +73,21 @@ struct QuantizeStats {
   double mean_rel_error = 0.0;     // GPTQ: mean over matrices of ||ΔW X||² / ||W X||²
   double mean_rel_error_rtn = 0.0; // the same for RTN with the same scheme, for comparison
 };
+
+// What sets a tensor's type instead of the method, in llama-quantize's order (llama_tensor_get_type
+// and llama_tensor_get_type_impl in llama.cpp's src/llama-quant.cpp):
+// - token_embd.weight: --embd-type; else the first matching --tensor-type; else, when the model
+//   has no output.weight (its head is tied to the embedding), --output-type.
+// - output.weight: --output-type; else the first matching --tensor-type.
+// - any other tensor: the first matching --tensor-type.
+// choice == nullptr: no rule (block matrices go to the method, the rest is copied).
+// On a tied model --embd-type and --output-type both name token_embd.weight; giving both is an
+// error (quantize_model throws UsageError; llama-quantize silently takes the embedding type).
+struct TypeRule {
+  const TypeChoice* choice = nullptr;
+  std::string source;  // "--embd-type", "--output-type (tied head)", "--tensor-type REGEX", ...
+};
+TypeRule type_rule(const std::string& name, bool tied_output, const QuantizeOptions& o);
 
 // Checks every option and every tensor's storage before any work (UsageError), then
 // quantizes `model_path` into out_path. Throws Interrupted on cancel.

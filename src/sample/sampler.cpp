@@ -45,7 +45,7 @@ void Sampler::accept(int32_t token) {
   while (static_cast<int32_t>(recent_.size()) > params_.repeat_last_n) recent_.pop_front();
 }
 
-int32_t Sampler::sample(std::span<const float> logits) {
+std::span<const Sampler::Candidate> Sampler::distribution(std::span<const float> logits) {
   if (static_cast<int32_t>(logits.size()) < n_vocab_) throw Error("sampler: too few logits");
   for (int32_t i = 0; i < n_vocab_; ++i) cand_[i] = {i, logits[i], 0.0f};
 
@@ -64,7 +64,10 @@ int32_t Sampler::sample(std::span<const float> logits) {
     return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
   };
   if (params_.temp <= 0.0f) {
-    return std::min_element(cand_.begin(), cand_.end(), by_logit)->id;
+    auto best = std::min_element(cand_.begin(), cand_.end(), by_logit);
+    std::iter_swap(cand_.begin(), best);
+    cand_[0].p = 1.0f;
+    return {cand_.data(), 1};
   }
 
   // top-k: keep the k best, sorted.
@@ -108,13 +111,19 @@ int32_t Sampler::sample(std::span<const float> logits) {
   }
 
   softmax(params_.temp);
+  return {cand_.data(), n};
+}
+
+int32_t Sampler::sample(std::span<const float> logits) {
+  const std::span<const Candidate> dist = distribution(logits);
+  if (params_.temp <= 0.0f) return dist[0].id;  // greedy: no draw
   const double u = next_uniform();
   double cum = 0.0;
-  for (size_t i = 0; i < n; ++i) {
-    cum += cand_[i].p;
-    if (u < cum) return cand_[i].id;
+  for (const Candidate& c : dist) {
+    cum += c.p;
+    if (u < cum) return c.id;
   }
-  return cand_[n - 1].id;
+  return dist.back().id;
 }
 
 }  // namespace squeeze::sample

@@ -1,5 +1,7 @@
 // Token sampling: repetition penalty, then top-k, top-p, min-p, temperature and a seeded
-// draw, in llama.cpp's default order. temp <= 0 means greedy (argmax after penalties).
+// draw, in the order of llama.cpp's default sampler chain (common_params_sampling::samplers:
+// penalties, dry, top_n_sigma, top_k, typ_p, top_p, min_p, xtc, temperature; squeeze has no
+// dry, top_n_sigma, typ_p or xtc). temp <= 0 means greedy (argmax after penalties).
 #pragma once
 
 #include <cstdint>
@@ -24,20 +26,25 @@ void validate(const SamplerParams& p);
 
 class Sampler {
  public:
+  struct Candidate {
+    int32_t id;
+    float logit;  // after the repetition penalty
+    float p;
+  };
+
   Sampler(const SamplerParams& params, int32_t n_vocab);
 
-  // Picks the next token from [n_vocab] logits. Does not record it: call accept().
+  // The distribution the next draw is made from, for [n_vocab] logits: the tokens left by the
+  // penalty and the cuts, by decreasing logit (ties by id), each with its probability after
+  // temperature (they sum to 1). Greedy: the argmax alone, p = 1. Valid until the next call.
+  std::span<const Candidate> distribution(std::span<const float> logits);
+  // Draws the next token from distribution(logits). Does not record it: call accept().
   int32_t sample(std::span<const float> logits);
   // Records a token (prompt or generated) for the repetition penalty.
   void accept(int32_t token);
   void reset();
 
  private:
-  struct Candidate {
-    int32_t id;
-    float logit;
-    float p;
-  };
   SamplerParams params_;
   int32_t n_vocab_;
   std::vector<Candidate> cand_;  // [n_vocab], reused per call

@@ -124,6 +124,13 @@ TEST(Cli, BadFlagsAndFiles) {
   EXPECT_NE(r.out.find("--prompt"), std::string::npos);
 }
 
+// `squeeze --help` names every value SQUEEZE_ISA takes (core/cpu.cpp: scalar, avx2, avx512).
+TEST(Cli, TopLevelHelpNamesEveryIsa) {
+  const Result r = squeeze_cmd("--help");
+  EXPECT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("SQUEEZE_ISA=scalar|avx2|avx512"), std::string::npos) << r.out;
+}
+
 TEST(Cli, InspectPrintsMetadataAndTensors) {
   const std::string m = write_file("squeeze_cli_inspect.gguf", tiny_bytes());
   const Result r = squeeze_cmd("inspect " + m);

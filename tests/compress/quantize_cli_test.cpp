@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "gguf/gguf.h"
+#include "require_file.h"
 #include "tiny_model.h"
 
 namespace squeeze {
@@ -120,8 +121,8 @@ TEST_F(QuantizeCli, BadArgumentsGiveOneClearError) {
 
 // Needs an input big enough to take a while: the real model to f32 (~540 MB written).
 TEST_F(QuantizeCli, InterruptLeavesNothingBehind) {
-  const fs::path real = fs::path(SQUEEZE_MODELS_DIR) / "SmolLM2-135M-Instruct.Q4_1.gguf";
-  if (!fs::exists(real)) GTEST_SKIP() << real << " not present (scripts/fetch_model.sh)";
+  const fs::path real = squeeze::testing::default_model();
+  SQUEEZE_REQUIRE_FILE(real.string());
   const fs::path err = dir_ / "stderr.txt";
   const pid_t pid = spawn({"quantize", "-m", real.string(), "-o", (dir_ / "work" / "big.f32.gguf").string(),
                            "--type", "f32", "--threads", "2"},
@@ -143,8 +144,8 @@ TEST_F(QuantizeCli, InterruptLeavesNothingBehind) {
 // GPTQ stops between calibration samples: an interrupt during the Hessian pass of the first
 // block ends the run promptly, with no file.
 TEST_F(QuantizeCli, GptqInterruptLeavesNothingBehind) {
-  const fs::path real = fs::path(SQUEEZE_MODELS_DIR) / "SmolLM2-135M-Instruct.Q4_1.gguf";
-  if (!fs::exists(real)) GTEST_SKIP() << real << " not present (scripts/fetch_model.sh)";
+  const fs::path real = squeeze::testing::default_model();
+  SQUEEZE_REQUIRE_FILE(real.string());
   const fs::path calib = dir_ / "calib.txt";
   {
     std::ofstream c(calib);

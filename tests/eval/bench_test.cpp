@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <regex>
 
 #include "core/error.h"
 #include "core/thread_pool.h"
@@ -15,6 +16,7 @@
 #include "eval/machine_kernels.h"
 #include "model/context.h"
 #include "model/model.h"
+#include "require_file.h"
 #include "temp_dir.h"
 #include "tiny_model.h"
 
@@ -23,11 +25,47 @@ namespace {
 
 namespace fs = std::filesystem;
 
-
-std::string tiny_model_path() {
-  const fs::path p = testing::temp_path("bench_tiny.gguf");
-  testing::write_tiny_model(p.string());
+std::string tiny_model_path(const testing::TinyModelSpec& spec = {}) {
+  const fs::path p = testing::temp_path(spec.tied_output ? "bench_tiny.gguf" : "bench_tiny_untied.gguf");
+  testing::write_tiny_model(p.string(), spec);
   return p.string();
+}
+
+// The weight bytes one token's decode reads, from the file's tensor table alone: each tensor's
+// elements / its type's block size * bytes per block (formats::format_info), for the 7 matrices
+// of every block (attn_q, attn_k, attn_v, attn_output, ffn_gate, ffn_up, ffn_down) and the head:
+// output.weight, or token_embd.weight when the file has none (a tied head reads the whole
+// embedding matrix). Not counted, as gen_bytes_per_token documents: the F32 norms (attn_norm,
+// ffn_norm, output_norm) and the one row of token_embd.weight the token looks up. Every tensor
+// of the file must be one or the other.
+double decode_bytes_from_tensor_table(const std::string& path) {
+  const gguf::File f = gguf::File::open(path);
+  const int64_t n_layer = f.require_int("llama.block_count");
+  const bool tied = f.find_tensor("output.weight") == nullptr;
+  const std::regex block_matrix(
+      R"(blk\.\d+\.(attn_q|attn_k|attn_v|attn_output|ffn_gate|ffn_up|ffn_down)\.weight)");
+  const std::regex norm(R"((blk\.\d+\.(attn_norm|ffn_norm)|output_norm)\.weight)");
+  double counted = 0;
+  int64_t n_matrices = 0, n_heads = 0;
+  for (const gguf::TensorInfo& t : f.tensors()) {
+    const formats::FormatInfo& info = formats::format_info(t.type);
+    int64_t n = 1;
+    for (int64_t d : t.shape) n *= d;
+    EXPECT_EQ(n % info.block_size, 0) << t.name;
+    const double bytes = static_cast<double>(n / info.block_size) * static_cast<double>(info.block_bytes);
+    if (std::regex_match(t.name, block_matrix)) {
+      counted += bytes;
+      ++n_matrices;
+    } else if (t.name == "output.weight" || (tied && t.name == "token_embd.weight")) {
+      counted += bytes;
+      ++n_heads;
+    } else if (!std::regex_match(t.name, norm) && t.name != "token_embd.weight") {
+      ADD_FAILURE() << path << ": tensor " << t.name << " is neither counted nor listed as not read";
+    }
+  }
+  EXPECT_EQ(n_matrices, 7 * n_layer) << path;
+  EXPECT_EQ(n_heads, 1) << path;
+  return counted;
 }
 
 TEST(BenchTests, ArgumentChecks) {
@@ -70,7 +108,31 @@ TEST(BenchWork, CountsMatchHandComputation) {
   // 3 tokens see 1 + 2 + 3 = 6 positions; q.k and p.v are head_dim MACs each per position.
   const double attn = 2.0 * 4 * 2 * static_cast<double>(hp.head_dim) * 6;
   EXPECT_DOUBLE_EQ(prompt_flop(*model, 3), 2 * (3 * 2 * layer + head + attn));
-  EXPECT_DOUBLE_EQ(gen_bytes_per_token(*model), static_cast<double>(model->weight_bytes()));
+}
+
+// gen_bytes_per_token against the count from the tensor table, on the tiny model tied and untied
+// (Q8_0: 34 bytes per 32 weights) and on the real model.
+TEST(BenchWork, GenBytesMatchTheTensorTable) {
+  for (bool tied : {true, false}) {
+    testing::TinyModelSpec spec;
+    spec.tied_output = tied;
+    const std::string path = tiny_model_path(spec);
+    const auto model = model::Model::load(path);
+    const double expect = decode_bytes_from_tensor_table(path);
+    // By hand: per layer 64x64 (q, o) + 2 x 64x32 (k, v) + 3 x 64x128, plus the 64 x n_vocab head.
+    const double n_vocab = static_cast<double>(model->hparams().n_vocab);
+    EXPECT_DOUBLE_EQ(expect, (2 * (2 * 64 * 64 + 2 * 64 * 32 + 3 * 64 * 128) + 64 * n_vocab) / 32 * 34);
+    EXPECT_DOUBLE_EQ(gen_bytes_per_token(*model), expect) << (tied ? "tied" : "untied");
+  }
+}
+
+TEST(BenchWork, GenBytesMatchTheTensorTableOfTheRealModel) {
+  const std::string path = squeeze::testing::default_model();
+  SQUEEZE_REQUIRE_FILE(path);
+  const auto model = model::Model::load(path);
+  const double expect = decode_bytes_from_tensor_table(path);
+  EXPECT_DOUBLE_EQ(gen_bytes_per_token(*model), expect);
+  std::printf("  %s: %.0f bytes per token\n", path.c_str(), expect);
 }
 
 TEST(BenchRun, TinyModelGivesPositiveSpeeds) {

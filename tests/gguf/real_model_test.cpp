@@ -1,19 +1,20 @@
 // The real model (models/SmolLM2-135M-Instruct.Q4_1.gguf, fetched by scripts/fetch_model.sh):
-// skipped when absent.
+// skipped when absent, a failure under CI=true (require_file.h).
 #include <gtest/gtest.h>
 
 #include <cstring>
 #include <filesystem>
 
 #include "gguf_test_util.h"
+#include "require_file.h"
 
 namespace squeeze::gguf {
 namespace {
 
-const std::string kModel = std::string(SQUEEZE_MODELS_DIR) + "/SmolLM2-135M-Instruct.Q4_1.gguf";
+const std::string kModel = squeeze::testing::default_model();
 
 TEST(GgufRealModel, SmolLM2Header) {
-  if (!std::filesystem::exists(kModel)) GTEST_SKIP() << kModel << " not present (scripts/fetch_model.sh)";
+  SQUEEZE_REQUIRE_FILE(kModel);
   const File f = File::open(kModel);
   EXPECT_EQ(f.version(), 3u);
   EXPECT_EQ(f.alignment(), 32u);
@@ -41,7 +42,7 @@ TEST(GgufRealModel, SmolLM2Header) {
 
 // Copying every key and tensor through the writer reproduces llama.cpp's file byte for byte.
 TEST(GgufRealModel, RewriteIsByteIdentical) {
-  if (!std::filesystem::exists(kModel)) GTEST_SKIP() << kModel << " not present (scripts/fetch_model.sh)";
+  SQUEEZE_REQUIRE_FILE(kModel);
   const File f = File::open(kModel);
   Writer w(f.alignment());
   w.copy_metadata(f);

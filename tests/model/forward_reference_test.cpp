@@ -9,6 +9,7 @@
 
 #include "core/thread_pool.h"
 #include "model/context.h"
+#include "require_file.h"
 
 namespace squeeze::model {
 namespace {
@@ -18,12 +19,13 @@ namespace {
 // (Q4_1, with Q8_0/F32 activations) on every kernel tier: scalar, AVX2 and AVX-512 (whose
 // integer products give the same bits as the AVX2 ones). So the top-20 logits must be equal as
 // floats and the greedy continuation identical at every step; no tolerance, no divergence.
-// Not covered by this: llama.cpp's AVX-512 build (it sums in other orders, logits differ by
-// ~1% of the spread) and float weight formats (F16's tiled product sums in tinyBLAS order).
-const std::string kModel = std::string(SQUEEZE_MODELS_DIR) + "/SmolLM2-135M-Instruct.Q4_1.gguf";
+// Not covered by this: llama.cpp's AVX-512 build (it sums in other orders) and float weight
+// formats (F16's tiled product sums in tinyBLAS order).
+const std::string kModel = squeeze::testing::default_model();
+const std::string kFixture = squeeze::testing::data_file("forward_smollm2.json");
 
 nlohmann::json load_fixture() {
-  std::ifstream in(std::string(SQUEEZE_TEST_DATA) + "/forward_smollm2.json");
+  std::ifstream in(kFixture);
   return nlohmann::json::parse(in);
 }
 
@@ -34,7 +36,8 @@ int32_t argmax(std::span<const float> v) {
 class ForwardReference : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!std::filesystem::exists(kModel)) GTEST_SKIP() << "model not cached: " << kModel;
+    SQUEEZE_REQUIRE_FILE(kModel);
+    SQUEEZE_REQUIRE_FILE(kFixture);
     model_ = Model::load(kModel);
     fixture_ = load_fixture();
   }

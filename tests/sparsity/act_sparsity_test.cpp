@@ -230,8 +230,8 @@ TEST_F(ActSparsityTest, OneTokenSparseKernelsMatchTheZeroedDenseProducts) {
         EXPECT_GT(c.density(site), 0.3) << what << " site " << site;
         EXPECT_LT(c.density(site), 0.7) << what << " site " << site;
       }
-      // Level 0 zeroes nothing: one token then runs the dense kernels (above 70% kept) and both
-      // paths compute the dense model.
+      // Level 0 zeroes nothing: one token then runs the dense kernels (it keeps more than
+      // kSparseMaxDensity, 90%, in src/model/llama.cpp) and both paths compute the dense model.
       const model::ActSparsity zero(*model_, r.table, 0.0, pool_);
       decode_both(*model_, &zero, tokens, pool_, one, batch, &c);
       EXPECT_LT(max_abs_diff(batch, dense_batch), 1e-5 * scale) << what;

@@ -1,6 +1,7 @@
 // The tokenizer of the default model (SmolLM2-135M-Instruct) against llama.cpp: token ids of every
 // string in tests/data/tokenizer_smollm2.json (tools/fixtures_tokenizer.py), decode round trips,
-// end-of-generation tokens and the chat prompt. Skipped when the model file is missing.
+// end-of-generation tokens and the chat prompt. Skipped when the model file is missing (a
+// failure under CI=true: require_file.h).
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -9,15 +10,16 @@
 #include <nlohmann/json.hpp>
 
 #include "gguf/gguf.h"
+#include "require_file.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
 namespace squeeze::tokenizer {
 namespace {
 
-const std::string kModel = std::string(SQUEEZE_MODELS_DIR) + "/SmolLM2-135M-Instruct.Q4_1.gguf";
-const std::string kFixture = std::string(SQUEEZE_TEST_DATA) + "/tokenizer_smollm2.json";
-const std::string kForwardFixture = std::string(SQUEEZE_TEST_DATA) + "/forward_smollm2.json";
+const std::string kModel = squeeze::testing::default_model();
+const std::string kFixture = squeeze::testing::data_file("tokenizer_smollm2.json");
+const std::string kForwardFixture = squeeze::testing::data_file("forward_smollm2.json");
 
 nlohmann::json load_json(const std::string& path) {
   std::ifstream in(path);
@@ -29,13 +31,14 @@ std::string shown(const std::string& s) { return nlohmann::json(s).dump(); }
 class SmolLm2Tokenizer : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    if (!std::filesystem::exists(kModel)) return;
+    if (!std::filesystem::exists(kModel) || !std::filesystem::exists(kFixture)) return;
     tok_ = std::make_unique<Tokenizer>(read_vocab(gguf::File::open(kModel)));
     fixture_ = load_json(kFixture);
   }
   static void TearDownTestSuite() { tok_.reset(); }
   void SetUp() override {
-    if (!tok_) GTEST_SKIP() << "model not found: " << kModel << " (scripts/fetch_model.sh)";
+    SQUEEZE_REQUIRE_FILE(kModel);
+    SQUEEZE_REQUIRE_FILE(kFixture);
   }
 
   static std::unique_ptr<Tokenizer> tok_;
@@ -106,7 +109,7 @@ TEST_F(SmolLm2Tokenizer, ChatPromptFromTheModelTemplate) {
             "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face"
             "<|im_end|>\n<|im_start|>user\nWhat are three tips for staying healthy?<|im_end|>\n"
             "<|im_start|>assistant\n");
-  if (!std::filesystem::exists(kForwardFixture)) return;
+  SQUEEZE_REQUIRE_FILE(kForwardFixture);
   // The same prompt in the forward-pass fixture, tokenized there by llama.cpp.
   const nlohmann::json forward = load_json(kForwardFixture);
   for (const auto& c : forward.at("cases")) {
@@ -118,7 +121,7 @@ TEST_F(SmolLm2Tokenizer, ChatPromptFromTheModelTemplate) {
 }
 
 TEST_F(SmolLm2Tokenizer, ForwardFixturePromptsEqualLlamaCpp) {
-  if (!std::filesystem::exists(kForwardFixture)) GTEST_SKIP() << kForwardFixture << " missing";
+  SQUEEZE_REQUIRE_FILE(kForwardFixture);
   const nlohmann::json forward = load_json(kForwardFixture);
   for (const auto& c : forward.at("cases")) {
     const std::string prompt = c.at("prompt");

@@ -1,5 +1,7 @@
 #include "core/cpu.h"
 
+#include <cpuid.h>
+
 #include <cstdlib>
 #include <string>
 
@@ -7,10 +9,15 @@
 
 namespace squeeze {
 
+// F16C is CPUID leaf 1, ECX bit 29. (clang 14's __builtin_cpu_supports has no "f16c".)
+static bool cpu_has_f16c() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  return __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
+}
+
 bool cpu_has_avx2() {
   __builtin_cpu_init();
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-         __builtin_cpu_supports("f16c");
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_has_f16c();
 }
 
 bool cpu_has_avx512() {

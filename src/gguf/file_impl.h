@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -19,6 +20,9 @@ class Mapping {
   // Throws FormatError naming `path` when the file cannot be opened, is not a regular file,
   // or cannot be mapped.
   explicit Mapping(const std::string& path);
+  // Holds a copy of `bytes` instead of a mapping (File::from_bytes). Empty bytes throw, as an
+  // empty file does.
+  Mapping(const std::string& path, std::span<const uint8_t> bytes);
   Mapping(const Mapping&) = delete;
   Mapping& operator=(const Mapping&) = delete;
   ~Mapping();
@@ -29,6 +33,7 @@ class Mapping {
  private:
   const uint8_t* data_ = nullptr;
   size_t size_ = 0;
+  std::vector<uint8_t> owned_;  // from_bytes: the copy data_ points into (else empty)
 };
 
 namespace detail {
@@ -48,6 +53,7 @@ struct FileData {
   std::unordered_map<std::string_view, size_t> tensor_index;
 
   explicit FileData(const std::string& p) : path(p), map(p) {}
+  FileData(const std::string& p, std::span<const uint8_t> bytes) : path(p), map(p, bytes) {}
   [[noreturn]] void fail(const std::string& what) const;
 };
 

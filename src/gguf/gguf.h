@@ -69,6 +69,9 @@ class File {
   // also demands they be packed in order; we do not). Messages are one line:
   // "<path>: <what is wrong>".
   static File open(const std::string& path);
+  // The same checks on a copy of `bytes` held in memory (fuzzing, tests); `name` stands for the
+  // path in messages and path().
+  static File from_bytes(const std::string& name, std::span<const uint8_t> bytes);
 
   File(File&&) noexcept;
   File& operator=(File&&) noexcept;

@@ -66,8 +66,15 @@ Mapping::Mapping(const std::string& path) {
   data_ = static_cast<const uint8_t*>(p);
 }
 
+Mapping::Mapping(const std::string& path, std::span<const uint8_t> bytes)
+    : owned_(bytes.begin(), bytes.end()) {
+  if (owned_.empty()) detail::fail(path, "not a GGUF file (the file is empty)");
+  data_ = owned_.data();
+  size_ = owned_.size();
+}
+
 Mapping::~Mapping() {
-  if (data_ != nullptr) ::munmap(const_cast<uint8_t*>(data_), size_);
+  if (data_ != nullptr && owned_.empty()) ::munmap(const_cast<uint8_t*>(data_), size_);
 }
 
 void detail::FileData::fail(const std::string& what) const { detail::fail(path, what); }
@@ -198,19 +205,34 @@ void locate_tensor_data(detail::FileData& f) {
 
 }  // namespace
 
-File File::open(const std::string& path) {
-  auto f = std::make_unique<Impl>(path);
-  detail::Cursor cur(f->map.data(), f->map.size(), 0, f->path);
+namespace {
+
+// Validates the header, metadata and tensor table of f's bytes.
+void parse(detail::FileData& f) {
+  detail::Cursor cur(f.map.data(), f.map.size(), 0, f.path);
 
   uint64_t n_tensors = 0, n_kv = 0;
-  read_header(*f, cur, n_tensors, n_kv);
-  read_metadata(*f, cur, n_kv);
-  f->tensors.reserve(static_cast<size_t>(n_tensors));
-  for (uint64_t i = 0; i < n_tensors; ++i) f->tensors.push_back(read_tensor_info(*f, cur, i));
+  read_header(f, cur, n_tensors, n_kv);
+  read_metadata(f, cur, n_kv);
+  f.tensors.reserve(static_cast<size_t>(n_tensors));
+  for (uint64_t i = 0; i < n_tensors; ++i) f.tensors.push_back(read_tensor_info(f, cur, i));
 
   // The data section starts at the next multiple of the alignment after the tensor table.
-  f->data_offset = (cur.pos() + f->alignment - 1) / f->alignment * f->alignment;
-  locate_tensor_data(*f);
+  f.data_offset = (cur.pos() + f.alignment - 1) / f.alignment * f.alignment;
+  locate_tensor_data(f);
+}
+
+}  // namespace
+
+File File::open(const std::string& path) {
+  auto f = std::make_unique<Impl>(path);
+  parse(*f);
+  return File(std::move(f));
+}
+
+File File::from_bytes(const std::string& name, std::span<const uint8_t> bytes) {
+  auto f = std::make_unique<Impl>(name, bytes);
+  parse(*f);
   return File(std::move(f));
 }
 

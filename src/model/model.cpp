@@ -6,12 +6,16 @@
 namespace squeeze::model {
 
 std::unique_ptr<Model> Model::load(const std::string& path) {
-  std::unique_ptr<Model> m(new Model(gguf::File::open(path)));
+  return load(gguf::File::open(path));
+}
+
+std::unique_ptr<Model> Model::load(gguf::File file) {
+  std::unique_ptr<Model> m(new Model(std::move(file)));
   m->hparams_.arch = std::string(m->file_.require_string("general.architecture"));
   if (m->hparams_.arch == "llama") {
     load_llama(*m);
   } else {
-    throw FormatError(path + ": unsupported architecture '" + m->hparams_.arch +
+    throw FormatError(m->file_.path() + ": unsupported architecture '" + m->hparams_.arch +
                       "' (supported: llama)");
   }
   return m;

@@ -46,6 +46,8 @@ class Model {
   // Maps and validates the file, reads the hyperparameters and checks every tensor of the
   // architecture's manifest (presence, shape, supported type). Throws FormatError.
   static std::unique_ptr<Model> load(const std::string& path);
+  // The same on a file already open (e.g. gguf::File::from_bytes).
+  static std::unique_ptr<Model> load(gguf::File file);
 
   const gguf::File& file() const { return file_; }
   const HParams& hparams() const { return hparams_; }

@@ -111,6 +111,13 @@ void load_llama(Model& m) {
     m.tied_output = true;
   }
 
+  // Every layer has tensors of its own, so a block count beyond the tensor count is corrupt
+  // (and must not size the layer table: up to 2^24 layers would be gigabytes).
+  if (static_cast<uint64_t>(hp.n_layer) > f.tensors().size()) {
+    throw FormatError(f.path() + ": block_count " + std::to_string(hp.n_layer) +
+                      " is more than the file's " + std::to_string(f.tensors().size()) +
+                      " tensors can hold");
+  }
   m.layers.resize(hp.n_layer);
   for (int64_t il = 0; il < hp.n_layer; ++il) {
     const std::string p = "blk." + std::to_string(il) + ".";

@@ -309,7 +309,8 @@ void LogitsReader::read_chunk(uint32_t chunk, std::vector<LogitsRow>& rows) {
       throw FormatError(path_ + ": " + what + " has an inconsistent row (corrupt file)");
     }
     r.codes.resize(n_codes);
-    std::memcpy(r.codes.data(), p, 2 * size_t{n_codes});
+    // (A row may store no code: memcpy must not see the empty vector's null data then.)
+    if (n_codes != 0) std::memcpy(r.codes.data(), p, 2 * size_t{n_codes});
     p += 2 * size_t{n_codes};
   }
   if (p != end) throw FormatError(path_ + ": " + what + " has trailing bytes (corrupt file)");

@@ -3,7 +3,8 @@
 set -euo pipefail
 pkgs=(build-essential cmake ninja-build pkg-config python3 python3-pip
       libpcre2-dev nlohmann-json3-dev libcli11-dev libgtest-dev libgmock-dev
-      libopenblas-dev liblapacke-dev)
+      libopenblas-dev liblapacke-dev
+      clang libclang-rt-14-dev)  # clang: the fuzz harnesses (scripts/fuzz.sh)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -25,6 +26,10 @@ constexpr size_t kMaxNameBytes = 63;  // ggml keeps names in char[64] with a NUL
 // Smallest possible encodings, used to bound the header's counts by the file size.
 constexpr uint64_t kMinKvBytes = 8 + 4 + 1;             // key length, type, 1-byte value
 constexpr uint64_t kMinTensorInfoBytes = 8 + 4 + 8 + 4 + 8;  // name length, n_dims, 1 dim, type, offset
+// The header's counts are reserved up to this many: a KeyValue is ~10x its smallest encoding, so
+// reserving a corrupt count in full would allocate ten times the file size before the first read
+// fails (the vectors grow past it as entries actually parse).
+constexpr uint64_t kMaxReserve = 256;
 
 std::string shape_string(const std::vector<int64_t>& shape) {
   std::string s = "[";
@@ -104,7 +109,7 @@ void read_header(detail::FileData& f, detail::Cursor& cur, uint64_t& n_tensors, 
 }
 
 void read_metadata(detail::FileData& f, detail::Cursor& cur, uint64_t n_kv) {
-  f.metadata.reserve(static_cast<size_t>(n_kv));
+  f.metadata.reserve(static_cast<size_t>(std::min(n_kv, kMaxReserve)));
   for (uint64_t i = 0; i < n_kv; ++i) {
     const std::string_view key = cur.read_string("metadata key " + std::to_string(i));
     if (f.key_index.contains(key)) f.fail("duplicate metadata key " + quoted(key));
@@ -214,7 +219,7 @@ void parse(detail::FileData& f) {
   uint64_t n_tensors = 0, n_kv = 0;
   read_header(f, cur, n_tensors, n_kv);
   read_metadata(f, cur, n_kv);
-  f.tensors.reserve(static_cast<size_t>(n_tensors));
+  f.tensors.reserve(static_cast<size_t>(std::min(n_tensors, kMaxReserve)));
   for (uint64_t i = 0; i < n_tensors; ++i) f.tensors.push_back(read_tensor_info(f, cur, i));
 
   // The data section starts at the next multiple of the alignment after the tensor table.

@@ -127,8 +127,16 @@ LogitsWriter::LogitsWriter(std::string path, const LogitsHeader& header)
   if (f_ == nullptr) {
     throw Error("cannot write " + tmp_path_ + ": " + std::strerror(errno));
   }
-  const std::vector<uint8_t> h = header_bytes(header_);
-  put(h.data(), h.size());
+  // The destructor does not run when a constructor throws: close and remove here.
+  try {
+    const std::vector<uint8_t> h = header_bytes(header_);
+    put(h.data(), h.size());
+  } catch (...) {
+    std::fclose(f_);
+    f_ = nullptr;
+    std::remove(tmp_path_.c_str());
+    throw;
+  }
 }
 
 LogitsWriter::~LogitsWriter() {
@@ -190,6 +198,18 @@ void LogitsWriter::commit() {
 LogitsReader::LogitsReader(std::string path) : path_(std::move(path)) {
   f_ = std::fopen(path_.c_str(), "rb");
   if (f_ == nullptr) throw Error("cannot open " + path_ + ": " + std::strerror(errno));
+  // The destructor does not run when a constructor throws: a corrupt file must not leak the
+  // FILE (and its descriptor).
+  try {
+    read_header();
+  } catch (...) {
+    std::fclose(f_);
+    f_ = nullptr;
+    throw;
+  }
+}
+
+void LogitsReader::read_header() {
   uint8_t b[kHeaderBytes];
   get(b, sizeof b, "header");
   if (std::memcmp(b, kMagic, 8) != 0) {

@@ -99,6 +99,7 @@ class LogitsReader {
   void read_chunk(uint32_t chunk, std::vector<LogitsRow>& rows);
 
  private:
+  void read_header();
   void get(void* data, size_t n, const char* what);
   std::string path_;
   LogitsHeader header_;

@@ -1,6 +1,7 @@
 // Replays every input kept under tests/data/fuzz/<harness>/ (crashes the fuzzers once found,
 // and the seeds worth keeping) through the harnesses' entry points (targets.h): each must be
-// accepted or refused with squeeze::Error, never crash. Under ASan + UBSan (the CI's second
+// accepted or refused with squeeze::Error, never crash, leak a file descriptor or grow the
+// process past the fuzzers' memory limit. Under ASan + UBSan (the CI's second
 // pass) an out-of-bounds read or an overflow fails the test as well.
 #include <gtest/gtest.h>
 
@@ -48,6 +49,13 @@ long peak_rss_mb() {
   return u.ru_maxrss / 1024;
 }
 
+// Open file descriptors of this process (a parser that throws must not leak its file).
+size_t open_fds() {
+  size_t n = 0;
+  for ([[maybe_unused]] const auto& e : fs::directory_iterator("/proc/self/fd")) ++n;
+  return n;
+}
+
 template <typename F>
 void replay(const std::string& harness, F&& entry) {
   const std::vector<fs::path> files = inputs(harness);
@@ -55,7 +63,9 @@ void replay(const std::string& harness, F&& entry) {
   for (const fs::path& p : files) {
     SCOPED_TRACE(p.string());
     const std::vector<uint8_t> bytes = read_bytes(p);
+    const size_t fds = open_fds();
     EXPECT_NO_THROW(entry(Bytes(bytes)));
+    EXPECT_EQ(open_fds(), fds) << "file descriptors leaked";
     EXPECT_LT(peak_rss_mb(), kRssLimitMb) << "peak memory after this input";
   }
 }

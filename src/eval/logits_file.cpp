@@ -210,6 +210,11 @@ LogitsReader::LogitsReader(std::string path) : path_(std::move(path)) {
 }
 
 void LogitsReader::read_header() {
+  if (std::fseek(f_, 0, SEEK_END) != 0 || std::ftell(f_) < 0) {
+    throw Error("cannot read " + path_ + ": " + std::strerror(errno));
+  }
+  file_size_ = static_cast<uint64_t>(std::ftell(f_));
+  std::rewind(f_);
   uint8_t b[kHeaderBytes];
   get(b, sizeof b, "header");
   if (std::memcmp(b, kMagic, 8) != 0) {
@@ -298,6 +303,14 @@ void LogitsReader::read_chunk(uint32_t chunk, std::vector<LogitsRow>& rows) {
   if (magic != kChunkMagic || index != chunk || n_bytes < row_min * header_.n_scored ||
       n_bytes > row_max * header_.n_scored) {
     throw FormatError(path_ + ": " + what + " has a bad record header (corrupt file)");
+  }
+  // The rows and their checksum must be in the file before n_bytes sizes the buffer (n_vocab
+  // and n_scored from a corrupt header allow gigabytes).
+  const long pos = std::ftell(f_);
+  if (pos < 0 || n_bytes > file_size_ - static_cast<uint64_t>(pos) ||
+      file_size_ - static_cast<uint64_t>(pos) - n_bytes < sizeof(uint64_t)) {
+    throw FormatError(path_ + " is truncated (" + what + " claims " + std::to_string(n_bytes) +
+                      " bytes)");
   }
   buf_.resize(n_bytes);
   get(buf_.data(), buf_.size(), what.c_str());

@@ -104,6 +104,7 @@ class LogitsReader {
   std::string path_;
   LogitsHeader header_;
   std::FILE* f_ = nullptr;
+  uint64_t file_size_ = 0;
   uint32_t next_chunk_ = 0;
   std::vector<uint8_t> buf_;
 };

@@ -48,7 +48,8 @@ T get_pod(const uint8_t*& p) {
   return v;
 }
 
-size_t bitmap_bytes(uint32_t n_vocab) { return (n_vocab + 7) / 8; }
+// In 64 bits: n_vocab + 7 wraps in 32 (a corrupt n_vocab near 2^32 gave an empty bitmap).
+size_t bitmap_bytes(uint32_t n_vocab) { return (size_t{n_vocab} + 7) / 8; }
 
 std::vector<uint8_t> header_bytes(const LogitsHeader& h) {
   std::vector<uint8_t> b(kMagic, kMagic + 8);

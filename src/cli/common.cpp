@@ -141,6 +141,16 @@ std::optional<int> parse(CLI::App& app, int argc, char** argv) {
   return std::nullopt;
 }
 
+std::string duration_text(double s) {
+  char b[32];
+  if (s >= 60) {
+    std::snprintf(b, sizeof b, "%dm%02ds", static_cast<int>(s) / 60, static_cast<int>(s) % 60);
+  } else {
+    std::snprintf(b, sizeof b, "%.1fs", s);
+  }
+  return b;
+}
+
 int guarded(const std::function<int()>& body) {
   try {
     return body();

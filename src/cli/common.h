@@ -67,6 +67,9 @@ struct SamplingOptions {
 // an error, printed), or nullopt to go on.
 std::optional<int> parse(CLI::App& app, int argc, char** argv);
 
+// "12.3s" under a minute, else "4m05s" (progress lines' ETA).
+std::string duration_text(double seconds);
+
 // Runs body and turns squeeze errors into one `error: ...` line and exit code 1.
 int guarded(const std::function<int()>& body);
 

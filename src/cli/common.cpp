@@ -141,6 +141,14 @@ std::optional<int> parse(CLI::App& app, int argc, char** argv) {
   return std::nullopt;
 }
 
+std::string act_sparsity_summary(const model::Model& m, const model::ActSparsity& policy,
+                                 const model::SparsityCounters& c) {
+  char head[64];
+  std::snprintf(head, sizeof head, "act-sparsity %s %.2f: density ",
+                std::string(sparsity::method_name(policy.method())).c_str(), policy.level());
+  return head + density_text(m, policy, c);
+}
+
 std::string duration_text(double s) {
   char b[32];
   if (s >= 60) {

@@ -56,6 +56,10 @@ std::unique_ptr<model::ActSparsity> enable_act_sparsity(const model::Model& m,
 std::string density_text(const model::Model& m, const model::ActSparsity& policy,
                          const model::SparsityCounters& c);
 
+// "act-sparsity teal 0.50: density " + density_text(...): the last line of an evaluation.
+std::string act_sparsity_summary(const model::Model& m, const model::ActSparsity& policy,
+                                 const model::SparsityCounters& c);
+
 struct SamplingOptions {
   sample::SamplerParams params;
   std::optional<uint64_t> seed;  // random when not given (printed with the stats)

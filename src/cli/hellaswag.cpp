@@ -188,10 +188,7 @@ int cmd_hellaswag(int argc, char** argv) {
                 static_cast<double>(r.n_tokens) / r.seconds, wall.seconds());
     if (per_task) std::printf("per-task results in %s\n", per_task_path.c_str());
     if (sparsity) {
-      std::printf("act-sparsity %s %.2f: density %s\n",
-                  std::string(sparsity::method_name(sparsity->method())).c_str(),
-                  sparsity->level(),
-                  density_text(*model, *sparsity, ctx.sparsity_counters()).c_str());
+      std::printf("%s\n", act_sparsity_summary(*model, *sparsity, ctx.sparsity_counters()).c_str());
     }
     return 0;
   });

@@ -163,10 +163,7 @@ int cmd_perplexity(int argc, char** argv) {
                 r.seconds, scored_per_s, wall.seconds());
     if (writer) std::printf("saved logits to %s\n", save_path.c_str());
     if (sparsity) {
-      std::printf("act-sparsity %s %.2f: density %s\n",
-                  std::string(sparsity::method_name(sparsity->method())).c_str(),
-                  sparsity->level(),
-                  density_text(*model, *sparsity, ctx.sparsity_counters()).c_str());
+      std::printf("%s\n", act_sparsity_summary(*model, *sparsity, ctx.sparsity_counters()).c_str());
     }
     return 0;
   });

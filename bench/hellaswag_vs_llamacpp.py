@@ -11,12 +11,17 @@ prints the same lines and, with --per-task, its chosen ending and four scores.
 Reported: the share of tasks with the same outcome (both right or both wrong); tasks both got
 right have the same (gold) ending; of those both got wrong the ending may still differ, which
 llama's output cannot show, so "same ending" is bounded: at least the both-right tasks, at most
-all same-outcome tasks. Both accuracies and their difference, and each run's wall time.
+all same-outcome tasks. With --exact-endings llama's chosen ending of every task is recovered
+exactly: llama-perplexity runs three more times on copies of the file whose gold lines all say
+0, 1 and 2 (the draw depends only on the number of tasks, so the order is the same): a task was
+given ending k iff it is "right" in the run with gold k (3 if in none). Both accuracies and their
+difference, and each run's wall time.
 
 Usage:
   bench/hellaswag_vs_llamacpp.py [-m MODEL] [--tasks 1000] [--threads 2]
       [--llama /work/main/tools/.llamacpp/build/bin/llama-perplexity] [--squeeze build/squeeze]
       [-f ../shared/data/hellaswag/hellaswag_val_full.txt] [--out bench/out/hellaswag]
+      [--exact-endings] [--reuse]
 Exit status 1 when agreement < --min-agreement (99.5) or |acc difference| > --max-acc-diff (0.3).
 """
 import argparse
@@ -106,6 +111,8 @@ def main():
     ap.add_argument("--llama", default="/work/main/tools/.llamacpp/build/bin/llama-perplexity")
     ap.add_argument("--squeeze-args", default="", help="extra squeeze flags (e.g. '--act-sparsity 0.5')")
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "out", "hellaswag"))
+    ap.add_argument("--exact-endings", action="store_true",
+                    help="recover llama's chosen endings with 3 more runs (gold lines set to 0, 1, 2)")
     ap.add_argument("--reuse", action="store_true",
                     help="reuse a run's output from --out when its command line is the same")
     ap.add_argument("--min-agreement", type=float, default=99.5)
@@ -144,6 +151,31 @@ def main():
     print(f"same outcome:              {100 * same / n:.2f}%  ({same}/{n})")
     print(f"same ending:               between {100 * both_right / n:.2f}% (both right) and "
           f"{100 * same / n:.2f}% (llama's output shows only right/wrong)")
+    if a.exact_endings:
+        lines = open(a.file).read().split("\n")
+        right_with = []
+        for k in range(3):
+            path = os.path.join(a.out, f"gold{k}.txt")
+            with open(path, "w") as f:
+                f.write("\n".join(str(k) if i % 6 == 1 else l for i, l in enumerate(lines)))
+            cmd = ll_cmd[:]
+            cmd[cmd.index(a.file)] = path
+            text, _ = reuse_or_run(cmd, os.path.join(a.out, f"llama_gold{k}.log"), a.reuse)
+            right_with.append(outcomes(text))
+        ll_end = [next((k for k in range(3) if right_with[k][i]), 3) for i in range(n)]
+        # Consistency: the gold run's outcomes follow from the endings recovered.
+        golds = [int(r[2]) for r in rows]
+        if [ll_end[i] == golds[i] for i in range(n)] != ll:
+            raise SystemExit("error: llama's recovered endings disagree with its gold run")
+        sq_end = [int(r[3]) for r in rows]
+        same_end = sum(x == y for x, y in zip(sq_end, ll_end))
+        print(f"same ending (exact):       {100 * same_end / n:.2f}%  ({same_end}/{n})")
+        diff_end = [(i + 1, rows[i][1], sq_end[i], ll_end[i]) for i in range(n)
+                    if sq_end[i] != ll_end[i]]
+        if diff_end:
+            print("differing endings (run position, file index, squeeze, llama): " +
+                  ", ".join(f"{i}:{t}:{x}:{y}" for i, t, x, y in diff_end[:50]))
+        same = same_end  # the acceptance figure: same ending
     if diff:
         print("differing tasks (run position, file index): " +
               ", ".join(f"{i}:{t}" for i, t in diff[:50]))

@@ -8,11 +8,15 @@ method x bits x group size, then measures every file the same way:
     change the kernels): one file per layout is kept and all are benchmarked in interleaved
     rounds at the end (median over --rounds of each round's median of --reps), so run that
     phase on a quiet machine;
-  * bits per quantized weight and the quantize wall time from `squeeze quantize`'s summary.
+  * bits per quantized weight and the quantize wall time from `squeeze quantize`'s summary;
+  * HellaSwag accuracy (%) with `squeeze hellaswag --tasks N` (N = --hellaswag-tasks, 1000:
+    the first N tasks of llama-perplexity's random order); --hellaswag-tasks 0 skips it, and a
+    cell measured without it shows "not measured".
 
 Results are cached per cell in --out (JSON), so an interrupted run resumes where it stopped.
 
 Usage: bench/quant_table.py [--squeeze build/squeeze] [--chunks 40] [--calib-samples 128]
+                            [--hellaswag-tasks 1000]
                             [--only LABEL...] [--out bench/out/quant_table]
 """
 import argparse
@@ -22,6 +26,8 @@ import re
 import subprocess
 import sys
 import time
+
+from hellaswag_vs_llamacpp import squeeze_hellaswag
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TEST = os.path.join(ROOT, "..", "shared", "data", "wikitext-2-raw", "wiki.test.raw")
@@ -91,6 +97,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--no-speed", action="store_true", help="skip the speed phase")
     ap.add_argument("--keep", action="store_true", help="keep every cell's file (LABEL.gguf)")
+    ap.add_argument("--hellaswag-tasks", type=int, default=1000,
+                    help="HellaSwag column on the first N tasks (0: skip it)")
     ap.add_argument("--only", nargs="*")
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "out", "quant_table"))
     a = ap.parse_args()
@@ -104,10 +112,24 @@ def main():
              "--save-logits", base_logits])
         res["base"] = measure(a.squeeze, BASE, base_logits, a.chunks)
         json.dump(res, open(res_path, "w"), indent=1)
+    hs_key = f"hellaswag{a.hellaswag_tasks}"
+    if a.hellaswag_tasks > 0 and hs_key not in res["base"]:
+        res["base"][hs_key] = squeeze_hellaswag(a.squeeze, BASE, a.hellaswag_tasks)
+        json.dump(res, open(res_path, "w"), indent=1)
     for label, method, bits, group, args in cells(a.calib_samples):
         if a.only and label not in a.only:
             continue
         if label in res:
+            # A cell measured before the HellaSwag column: its kept layout file (RTN cells are
+            # deterministic) or, failing that, the cell quantized again.
+            if a.hellaswag_tasks > 0 and hs_key not in res[label]:
+                path = os.path.join(a.out, label + ".gguf")
+                if not os.path.exists(path):
+                    run([a.squeeze, "quantize", "-m", BASE, "-o", path] + res[label]["args"])
+                res[label][hs_key] = squeeze_hellaswag(a.squeeze, path, a.hellaswag_tasks)
+                json.dump(res, open(res_path, "w"), indent=1)
+                if not a.keep:
+                    os.remove(path)
             continue
         path = os.path.join(a.out, label + ".gguf")
         t0 = time.time()
@@ -115,6 +137,8 @@ def main():
         secs = time.time() - t0
         bpw = float(re.search(r"([\d.]+) bits per quantized weight", p.stderr).group(1))
         r = measure(a.squeeze, path, base_logits, a.chunks)
+        if a.hellaswag_tasks > 0:
+            r[hs_key] = squeeze_hellaswag(a.squeeze, path, a.hellaswag_tasks)
         r.update({"method": method, "bits": bits, "group": group, "bpw": bpw,
                   "quantize_s": secs, "args": args, "layout": layout(args)})
         err = re.search(r"gptq ([\d.e-]+), rtn ([\d.e-]+)", p.stderr)
@@ -146,11 +170,12 @@ def main():
     b = res["base"]
     speed = res.get("tg128", {})
     fmt_tg = lambda k: f"{speed[k]:.0f}" if k in speed else "-"
+    fmt_hs = lambda r: f"{r[hs_key]['acc']:.1f}" if hs_key in r else "not measured"
     print(f"| method | bits | group | calib samples | bits/weight | file MiB | PPL | mean KLD | "
-          f"top-1 % | tg128 t/s | quantize s |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+          f"top-1 % | HellaSwag {a.hellaswag_tasks} acc % | tg128 t/s | quantize s |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     print(f"| base (Q4_1 file) | | | | | {b['file_mib']:.1f} | {b['ppl']:.3f} | 0 | 100 | "
-          f"{fmt_tg('base')} | |")
+          f"{fmt_hs(b)} | {fmt_tg('base')} | |")
     for label, *_ in cells(a.calib_samples):
         if label not in res:
             continue
@@ -159,7 +184,7 @@ def main():
         samples = v.get("--calib-samples", "")
         print(f"| {r['method']} | {r['bits']} | {r['group']} | {samples} | {r['bpw']:.3f} | "
               f"{r['file_mib']:.1f} | {r['ppl']:.3f} | {r['kld']:.4f} | {r['top1']:.2f} | "
-              f"{fmt_tg(r['layout'])} | {r['quantize_s']:.0f} |")
+              f"{fmt_hs(r)} | {fmt_tg(r['layout'])} | {r['quantize_s']:.0f} |")
 
 
 if __name__ == "__main__":

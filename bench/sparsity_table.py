@@ -17,12 +17,16 @@ greedy allocation, cats):
     median over rounds; a speed-up is the median over rounds of the ratio within the round
     (to dense: the geometric mean of its two runs), with the rounds' range in brackets (the
     host's speed drifts by tens of percent between and within rounds).
+  * HellaSwag accuracy (%) with `squeeze hellaswag --tasks N --act-sparsity S` on the first N
+    tasks of llama-perplexity's random order, N = --hellaswag-tasks (default 0: not run, as it
+    adds some 8 minutes per row on 2 threads; cells without it show "not measured");
   * block weights read: the fraction of the blocks' weight bytes that one token's products
     read, as the products count it (`bench`'s "block weights read" in the tg128 runs; "-" when
     the speed phase did not run).
 Results are cached in bench/out/sparsity_table/results.json (delete entries to re-measure).
 
   bench/sparsity_table.py [--formats q8_0 q4_0 q4_1] [--chunks 40] [--rounds 5] [--no-speed]
+                          [--hellaswag-tasks 1000]
 """
 
 import argparse
@@ -35,6 +39,8 @@ import re
 import statistics
 import subprocess
 import sys
+
+from hellaswag_vs_llamacpp import squeeze_hellaswag
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -103,6 +109,13 @@ def perplexity(sq, model, base_logits, chunks, level, head=None):
     return r
 
 
+def hellaswag(sq, model, tasks, threads, level, head=None):
+    extra = [] if level is None else ["--act-sparsity", str(level)]
+    if head is not None:
+        extra += ["--head-sparsity", str(head)]
+    return squeeze_hellaswag(sq, model, tasks, threads, extra)
+
+
 def tg128(sq, model, reps, level, head=None, reads=None, key=None):
     """tg128 t/s; with a level, also the fraction of the blocks' weight bytes that the products
     read (bench's 'block weights read', counted by the products), kept in reads[key]."""
@@ -130,6 +143,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--no-speed", action="store_true")
+    ap.add_argument("--hellaswag-tasks", type=int, default=0,
+                    help="HellaSwag column on the first N tasks (default 0: not run)")
     ap.add_argument("--no-llamacpp", action="store_true", help="skip llama.cpp's tg128")
     ap.add_argument("--llama-venv", default=None)
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "out", "sparsity_table"))
@@ -143,6 +158,8 @@ def main():
     res = json.load(open(res_path)) if os.path.exists(res_path) else {}
     save = lambda: json.dump(res, open(res_path, "w"), indent=1)
 
+    # The HellaSwag column's key; printed for --hellaswag-tasks N, or 1000 when not run.
+    hs_key = f"hellaswag{a.hellaswag_tasks or 1000}"
     base_logits = os.path.join(a.out, f"base-{a.chunks}.logits")
     if not os.path.exists(base_logits):
         run([sq, "perplexity", "-m", BASE, "-f", TEST, "--chunks", str(a.chunks),
@@ -182,6 +199,10 @@ def main():
                     res[qkey] = perplexity(sq, f, base_logits, a.chunks, level)
                     save()
                     print(f"{qkey}: {res[qkey]}", file=sys.stderr, flush=True)
+                if a.hellaswag_tasks > 0 and hs_key not in res[qkey]:
+                    res[qkey][hs_key] = hellaswag(sq, f, a.hellaswag_tasks, a.threads, level)
+                    save()
+                    print(f"{qkey} {hs_key}: {res[qkey][hs_key]}", file=sys.stderr, flush=True)
             if method == "teal":
                 for level in HEAD_LEVELS:
                     qkey = f"quality/{fmt}/teal+head/{level}"
@@ -189,6 +210,10 @@ def main():
                         res[qkey] = perplexity(sq, f, base_logits, a.chunks, level, level)
                         save()
                         print(f"{qkey}: {res[qkey]}", file=sys.stderr, flush=True)
+                    if a.hellaswag_tasks > 0 and hs_key not in res[qkey]:
+                        res[qkey][hs_key] = hellaswag(sq, f, a.hellaswag_tasks, a.threads,
+                                                      level, level)
+                        save()
 
         # ReLU-fication: no thresholds, one level (0).
         f = os.path.join(a.out, f"{fmt}-relu.gguf")
@@ -207,6 +232,9 @@ def main():
             res[qkey] = perplexity(sq, f, base_logits, a.chunks, 0)
             save()
             print(f"{qkey}: {res[qkey]}", file=sys.stderr, flush=True)
+        if a.hellaswag_tasks > 0 and hs_key not in res[qkey]:
+            res[qkey][hs_key] = hellaswag(sq, f, a.hellaswag_tasks, a.threads, 0)
+            save()
 
     if not a.no_speed:
         llama = {}
@@ -266,18 +294,20 @@ def main():
         dense_q = res[f"quality/{fmt}/dense/None"]
         d_tg, l_tg = tg.get(f"{fmt}/dense"), tg.get(f"{fmt}/llama.cpp")
         f1 = lambda v, p=1: "-" if v is None else f"{v:.{p}f}"
+        fhs = lambda q: f"{q[hs_key]['acc']:.1f}" if hs_key in q else "not measured"
         print(f"\n{fmt} (llama.cpp dense tg128 {f1(l_tg, 0)} t/s)\n")
         print("| method | target sparsity | density (held-back valid) | density (test) | "
-              "block weights read | head read | PPL | mean KLD | top-1 % | tg128 t/s | "
+              f"block weights read | head read | PPL | mean KLD | top-1 % | "
+              f"HellaSwag {hs_key[len('hellaswag'):]} acc % | tg128 t/s | "
               "vs dense squeeze | vs dense llama.cpp |")
-        print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
         print(f"| dense | 0 | 1 | 1 | 1 | 1 | {dense_q['ppl']:.3f} | {dense_q['kld']:.4f} | "
-              f"{dense_q['top1']:.2f} | {f1(d_tg, 0)} | 1.00x | "
+              f"{dense_q['top1']:.2f} | {fhs(dense_q)} | {f1(d_tg, 0)} | 1.00x | "
               f"{speedup(f'{fmt}/dense', fmt, 'llama.cpp')} |")
         def row(name, level, held, q, head, key):
             read = block_read.get(key)
             print(f"| {name} | {level} | {f1(held, 3)} | {q['density']:.3f} | {f1(read, 2)} | "
-                  f"{head} | {q['ppl']:.3f} | {q['kld']:.4f} | {q['top1']:.2f} | "
+                  f"{head} | {q['ppl']:.3f} | {q['kld']:.4f} | {q['top1']:.2f} | {fhs(q)} | "
                   f"{f1(tg.get(key), 0)} | {speedup(key, fmt, 'dense')} | "
                   f"{speedup(key, fmt, 'llama.cpp')} |")
 

@@ -141,6 +141,24 @@ std::optional<int> parse(CLI::App& app, int argc, char** argv) {
   return std::nullopt;
 }
 
+std::string act_sparsity_summary(const model::Model& m, const model::ActSparsity& policy,
+                                 const model::SparsityCounters& c) {
+  char head[64];
+  std::snprintf(head, sizeof head, "act-sparsity %s %.2f: density ",
+                std::string(sparsity::method_name(policy.method())).c_str(), policy.level());
+  return head + density_text(m, policy, c);
+}
+
+std::string duration_text(double s) {
+  char b[32];
+  if (s >= 60) {
+    std::snprintf(b, sizeof b, "%dm%02ds", static_cast<int>(s) / 60, static_cast<int>(s) % 60);
+  } else {
+    std::snprintf(b, sizeof b, "%.1fs", s);
+  }
+  return b;
+}
+
 int guarded(const std::function<int()>& body) {
   try {
     return body();

@@ -56,6 +56,10 @@ std::unique_ptr<model::ActSparsity> enable_act_sparsity(const model::Model& m,
 std::string density_text(const model::Model& m, const model::ActSparsity& policy,
                          const model::SparsityCounters& c);
 
+// "act-sparsity teal 0.50: density " + density_text(...): the last line of an evaluation.
+std::string act_sparsity_summary(const model::Model& m, const model::ActSparsity& policy,
+                                 const model::SparsityCounters& c);
+
 struct SamplingOptions {
   sample::SamplerParams params;
   std::optional<uint64_t> seed;  // random when not given (printed with the stats)
@@ -66,6 +70,9 @@ struct SamplingOptions {
 // Parses argv with the app; returns an exit code when parsing ended the command (--help or
 // an error, printed), or nullopt to go on.
 std::optional<int> parse(CLI::App& app, int argc, char** argv);
+
+// "12.3s" under a minute, else "4m05s" (progress lines' ETA).
+std::string duration_text(double seconds);
 
 // Runs body and turns squeeze errors into one `error: ...` line and exit code 1.
 int guarded(const std::function<int()>& body);

@@ -19,6 +19,7 @@ constexpr Command kCommands[] = {
     {"chat", squeeze::cli::cmd_chat, "interactive chat with the model's chat template"},
     {"inspect", squeeze::cli::cmd_inspect, "print a GGUF file's metadata and tensor table"},
     {"perplexity", squeeze::cli::cmd_perplexity, "perplexity, KL divergence, top-1 agreement"},
+    {"hellaswag", squeeze::cli::cmd_hellaswag, "HellaSwag accuracy (llama-perplexity's scoring)"},
     {"bench", squeeze::cli::cmd_bench, "prompt and generation speed, GB/s and GFLOP/s"},
     {"quantize", squeeze::cli::cmd_quantize, "quantize a model (RTN, GPTQ; llama.cpp or squeeze types)"},
     {"sparsify", squeeze::cli::cmd_sparsify, "calibrate activation-sparsity thresholds (TEAL, CATS)"},

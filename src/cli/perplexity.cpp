@@ -51,16 +51,6 @@ std::string read_text(const std::string& path) {
   return text;
 }
 
-std::string duration(double s) {
-  char b[32];
-  if (s >= 60) {
-    std::snprintf(b, sizeof b, "%dm%02ds", static_cast<int>(s) / 60, static_cast<int>(s) % 60);
-  } else {
-    std::snprintf(b, sizeof b, "%.1fs", s);
-  }
-  return b;
-}
-
 void print_kld(const eval::KldReport& r) {
   auto line = [](const char* name, const eval::Estimate& e, double scale, const char* unit) {
     std::printf("%-18s %10.6f +/- %.6f%s\n", name, scale * e.value, scale * e.error, unit);
@@ -145,7 +135,7 @@ int cmd_perplexity(int argc, char** argv) {
                    static_cast<long long>(total), ppl);
       if (base) std::fprintf(stderr, "  KLD %.6f  top-1 %.2f%%", kld, 100 * top1);
       std::fprintf(stderr, "  (%.2f s/chunk, ETA %s)%s", per,
-                   duration(per * static_cast<double>(total - done)).c_str(),
+                   duration_text(per * static_cast<double>(total - done)).c_str(),
                    tty ? "   " : "\n");
       if (tty && done == total) std::fputc('\n', stderr);
     };
@@ -173,10 +163,7 @@ int cmd_perplexity(int argc, char** argv) {
                 r.seconds, scored_per_s, wall.seconds());
     if (writer) std::printf("saved logits to %s\n", save_path.c_str());
     if (sparsity) {
-      std::printf("act-sparsity %s %.2f: density %s\n",
-                  std::string(sparsity::method_name(sparsity->method())).c_str(),
-                  sparsity->level(),
-                  density_text(*model, *sparsity, ctx.sparsity_counters()).c_str());
+      std::printf("%s\n", act_sparsity_summary(*model, *sparsity, ctx.sparsity_counters()).c_str());
     }
     return 0;
   });

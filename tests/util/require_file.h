@@ -37,6 +37,22 @@ inline std::string data_file(const std::string& name) {
   return dir_from_env("SQUEEZE_TEST_DATA_DIR", SQUEEZE_TEST_DATA) + "/" + name;
 }
 
+// An evaluation file of the project's shared data (e.g. "hellaswag/hellaswag_val_full.txt"):
+// $SQUEEZE_SHARED_DATA_DIR/NAME, else shared/data/NAME in the first folder above the repository
+// that holds it (../shared/data from a checkout, ../../shared/data from a worktree under it);
+// the ../shared/data path when none does (for the missing-file message).
+inline std::string shared_data_file(const std::string& name) {
+  namespace fs = std::filesystem;
+  const char* env = std::getenv("SQUEEZE_SHARED_DATA_DIR");
+  if (env != nullptr && *env != '\0') return std::string(env) + "/" + name;
+  const fs::path repo = fs::path(SQUEEZE_MODELS_DIR).parent_path();
+  for (fs::path dir = repo.parent_path(); dir.has_relative_path(); dir = dir.parent_path()) {
+    const fs::path p = dir / "shared" / "data" / name;
+    if (fs::exists(p)) return p.string();
+  }
+  return (repo.parent_path() / "shared" / "data" / name).string();
+}
+
 inline std::string missing_file_message(const std::string& path) {
   return path + " is missing (the model: scripts/fetch_model.sh; fixtures: tools/README.md)" +
          (under_ci() ? "; CI=true, so this is a failure" : "; skipped (under CI=true it fails)");

@@ -39,7 +39,8 @@ def main():
     ap.add_argument("-m", "--model",
                     default=os.path.join(ROOT, "models", "SmolLM2-135M-Instruct.Q4_1.gguf"))
     ap.add_argument("-f", "--file", default=find_shared("hellaswag/hellaswag_val_full.txt"))
-    ap.add_argument("--llama", default="/work/main/tools/.llamacpp/build/bin/llama-perplexity")
+    ap.add_argument("--llama", default=os.path.join(ROOT, "tools", ".llamacpp", "build", "bin",
+                                                    "llama-perplexity"))
     a = ap.parse_args()
     lines = open(a.file).read().split("\n")
     sq = {int(r[1]): int(r[3]) for r in (l.split("\t") for l in open(a.per_task))

@@ -19,7 +19,8 @@ difference, and each run's wall time.
 
 Usage:
   bench/hellaswag_vs_llamacpp.py [-m MODEL] [--tasks 1000] [--threads 2]
-      [--llama /work/main/tools/.llamacpp/build/bin/llama-perplexity] [--squeeze build/squeeze]
+      [--llama tools/.llamacpp/build/bin/llama-perplexity] [--llama-args '-fa off']
+      [--squeeze build/squeeze]
       [-f ../shared/data/hellaswag/hellaswag_val_full.txt] [--out bench/out/hellaswag]
       [--exact-endings] [--reuse]
 Exit status 1 when agreement < --min-agreement (99.5) or |acc difference| > --max-acc-diff (0.3).
@@ -108,7 +109,11 @@ def main():
     ap.add_argument("--tasks", type=int, default=1000)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--squeeze", default=os.path.join(ROOT, "build", "squeeze"))
-    ap.add_argument("--llama", default="/work/main/tools/.llamacpp/build/bin/llama-perplexity")
+    ap.add_argument("--llama", default=os.path.join(ROOT, "tools", ".llamacpp", "build", "bin",
+                                                    "llama-perplexity"),
+                    help="llama-perplexity (tools/build_llamacpp.sh; LLAMACPP_ISA=avx2 for build-avx2)")
+    ap.add_argument("--llama-args", default="",
+                    help="extra llama-perplexity flags (e.g. '-fa off': no flash attention)")
     ap.add_argument("--squeeze-args", default="", help="extra squeeze flags (e.g. '--act-sparsity 0.5')")
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "out", "hellaswag"))
     ap.add_argument("--exact-endings", action="store_true",
@@ -127,7 +132,7 @@ def main():
     sq_cmd = [a.squeeze, "hellaswag", "-m", a.model, "-f", a.file, "--tasks", str(a.tasks),
               "-t", str(a.threads), "--per-task", per_task] + a.squeeze_args.split()
     ll_cmd = [a.llama, "-m", a.model, "-f", a.file, "--hellaswag", "--hellaswag-tasks",
-              str(a.tasks), "-t", str(a.threads), "-tb", str(a.threads)]
+              str(a.tasks), "-t", str(a.threads), "-tb", str(a.threads)] + a.llama_args.split()
     sq_text, sq_s = reuse_or_run(sq_cmd, os.path.join(a.out, "squeeze.log"), a.reuse)
     ll_text, ll_s = reuse_or_run(ll_cmd, os.path.join(a.out, "llama.log"), a.reuse)
     sq, ll = outcomes(sq_text), outcomes(ll_text)

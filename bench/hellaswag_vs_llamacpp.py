@@ -19,7 +19,7 @@ difference, and each run's wall time.
 
 Usage:
   bench/hellaswag_vs_llamacpp.py [-m MODEL] [--tasks 1000] [--threads 2]
-      [--llama tools/.llamacpp/build/bin/llama-perplexity] [--llama-args '-fa off']
+      [--llama tools/.llamacpp/build/bin/llama-perplexity] [--llama-args='-fa off']
       [--squeeze build/squeeze]
       [-f ../shared/data/hellaswag/hellaswag_val_full.txt] [--out bench/out/hellaswag]
       [--exact-endings] [--reuse]
@@ -113,7 +113,8 @@ def main():
                                                     "llama-perplexity"),
                     help="llama-perplexity (tools/build_llamacpp.sh; LLAMACPP_ISA=avx2 for build-avx2)")
     ap.add_argument("--llama-args", default="",
-                    help="extra llama-perplexity flags (e.g. '-fa off': no flash attention)")
+                    help="extra llama-perplexity flags, e.g. --llama-args='-fa off' (no flash attention; "
+                         "the = form, as the value starts with -)")
     ap.add_argument("--squeeze-args", default="", help="extra squeeze flags (e.g. '--act-sparsity 0.5')")
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "out", "hellaswag"))
     ap.add_argument("--exact-endings", action="store_true",

@@ -15,20 +15,26 @@ namespace squeeze::cli {
 
 namespace fs = std::filesystem;
 
-std::string resolve_model_path(const std::string& given) {
-  if (!given.empty()) return given;
-  if (const char* env = std::getenv("SQUEEZE_MODEL"); env != nullptr && *env != '\0') return env;
-  std::vector<fs::path> candidates = {fs::current_path() / "models" / kDefaultModelFile};
+std::optional<std::string> find_default_file(const fs::path& first, const fs::path& relative) {
+  std::vector<fs::path> candidates = {first};
   std::error_code ec;
   const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
   if (!ec) {
     for (fs::path dir = exe.parent_path(); dir.has_relative_path(); dir = dir.parent_path()) {
-      candidates.push_back(dir / "models" / kDefaultModelFile);
+      candidates.push_back(dir / relative);
     }
   }
   for (const fs::path& p : candidates) {
     if (fs::is_regular_file(p, ec)) return p.string();
   }
+  return std::nullopt;
+}
+
+std::string resolve_model_path(const std::string& given) {
+  if (!given.empty()) return given;
+  if (const char* env = std::getenv("SQUEEZE_MODEL"); env != nullptr && *env != '\0') return env;
+  const fs::path relative = fs::path("models") / kDefaultModelFile;
+  if (auto p = find_default_file(fs::current_path() / relative, relative)) return *p;
   throw UsageError(std::string("no model given (-m) and the default model ") + kDefaultModelFile +
                    " is not cached in models/; fetch it with scripts/fetch_model.sh");
 }

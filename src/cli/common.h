@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 #include <atomic>
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -23,6 +24,10 @@ inline constexpr const char* kDefaultModelFile = "SmolLM2-135M-Instruct.Q4_1.ggu
 
 // -m MODEL if given; else $SQUEEZE_MODEL; else the default model cached in models/ (next to
 // the working directory or the binary). Throws UsageError saying how to fetch it if absent.
+// The first regular file of `first`, then `relative` under each folder above the binary
+// (/proc/self/exe), innermost first; nullopt when none exists.
+std::optional<std::string> find_default_file(const std::filesystem::path& first,
+                                             const std::filesystem::path& relative);
 std::string resolve_model_path(const std::string& given);
 
 // --act-sparsity and --head-sparsity: levels of the file's thresholds.

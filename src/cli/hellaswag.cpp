@@ -30,16 +30,9 @@ constexpr const char* kDefaultTaskFile = "shared/data/hellaswag/hellaswag_val_fu
 // root), else shared/data/... in a folder above the binary.
 std::string resolve_task_file(const std::string& given) {
   if (!given.empty()) return given;
-  std::vector<fs::path> candidates = {fs::current_path().parent_path() / kDefaultTaskFile};
-  std::error_code ec;
-  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec) {
-    for (fs::path dir = exe.parent_path(); dir.has_relative_path(); dir = dir.parent_path()) {
-      candidates.push_back(dir / kDefaultTaskFile);
-    }
-  }
-  for (const fs::path& p : candidates) {
-    if (fs::is_regular_file(p, ec)) return p.string();
+  if (auto p = find_default_file(fs::current_path().parent_path() / kDefaultTaskFile,
+                                 kDefaultTaskFile)) {
+    return *p;
   }
   throw UsageError(std::string("no task file given (-f) and ../") + kDefaultTaskFile +
                    " was not found from the working directory or the binary");

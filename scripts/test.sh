@@ -1,20 +1,22 @@
 #!/usr/bin/env bash
 # The tests on a fresh machine: install dependencies, fetch the default model, build, and run
-# every test on the best kernels this CPU has, then forced to AVX2 (where the best is AVX-512)
-# and to the scalar path.
+# every test on the best kernels this CPU has, then forced to AVX2 (where the best is AVX-512 or
+# AMX) and to the scalar path. The kernel tests also run every tier's kernels this CPU has by
+# name (Isa::Avx512 and Isa::Amx cases), whatever SQUEEZE_ISA says.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 build="${SQUEEZE_BUILD_DIR:-$root/build}"
 "$root/scripts/install_deps.sh"
 "$root/scripts/fetch_model.sh"
 "$root/scripts/build.sh" "$build" "$@"
-# The kernel ISA squeeze picks here (core/cpu.h: avx512 > avx2 > scalar).
+# The kernel ISA squeeze picks here (core/cpu.h: amx > avx512 > avx2 > scalar).
 best=scalar
 grep -q avx2 /proc/cpuinfo && best=avx2
 grep -q avx512_vnni /proc/cpuinfo && grep -q avx512vl /proc/cpuinfo && grep -q avx512bw /proc/cpuinfo && best=avx512
+[[ "$best" == avx512 ]] && grep -q amx_tile /proc/cpuinfo && grep -q amx_int8 /proc/cpuinfo && best=amx
 echo "== tests, default kernels ($best)"
 ctest --test-dir "$build" --output-on-failure -j "$(nproc)"
-if [[ "$best" == avx512 ]]; then
+if [[ "$best" == avx512 || "$best" == amx ]]; then
   echo "== tests, SQUEEZE_ISA=avx2"
   SQUEEZE_ISA=avx2 ctest --test-dir "$build" --output-on-failure -j "$(nproc)"
 fi

@@ -4,7 +4,9 @@
 
 #include <array>
 #include <cctype>
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "core/error.h"
 #include "formats/kernel_list.h"
@@ -184,6 +186,15 @@ KernelTable make_avx512_table() {
   return t;
 }
 
+// The AVX-512 table with Q4_0's batched product on AMX int8 tiles.
+KernelTable make_amx_table() {
+  KernelTable t = make_avx512_table();
+#if SQUEEZE_HAVE_AVX2_KERNELS
+  t[slot(DType::Q4_0)].gemm_repacked = amx::gemm_q4_0_repacked;
+#endif
+  return t;
+}
+
 std::string lower(std::string_view s) {
   std::string out(s);
   for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -233,9 +244,25 @@ const Kernels& kernels(DType type, Isa isa) {
   static const KernelTable scalar_table = make_scalar_table();
   static const KernelTable avx2_table = make_avx2_table();
   static const KernelTable avx512_table = make_avx512_table();
-  const KernelTable& table =
-      isa == Isa::Avx512 ? avx512_table : isa == Isa::Avx2 ? avx2_table : scalar_table;
+  static const KernelTable amx_table = make_amx_table();
+  const KernelTable& table = isa == Isa::Amx      ? amx_table
+                             : isa == Isa::Avx512 ? avx512_table
+                             : isa == Isa::Avx2   ? avx2_table
+                                                  : scalar_table;
   return table[slot(type)];
+}
+
+void* scratch_buffer(size_t bytes) {
+  struct Buffer {
+    std::vector<unsigned char> bytes;
+    void* aligned(size_t n) {
+      if (bytes.size() < n + 64) bytes.resize(n + 64);
+      const auto p = reinterpret_cast<uintptr_t>(bytes.data());
+      return bytes.data() + ((64 - p % 64) % 64);
+    }
+  };
+  thread_local Buffer buffer;
+  return buffer.aligned(bytes);
 }
 
 }  // namespace squeeze::formats

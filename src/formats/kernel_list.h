@@ -128,4 +128,16 @@ void gemm_f16(int64_t n, const void* w, size_t ws, int64_t n_rows, const void* x
               int64_t n_tokens, float* y, int64_t ys);
 }  // namespace avx512
 
+// AMX-TILE/INT8 (amx_gemm.cpp), for batches of at least 16 tokens; fewer go to the AVX-512
+// kernels. Bit-identical to them where they sum in block order (Q4_0's repacked order).
+namespace amx {
+void gemm_q4_0_repacked(int64_t n, const void* w, size_t ws, int64_t n_rows, const void* x,
+                        size_t xs, int64_t n_tokens, float* y, int64_t ys);
+}  // namespace amx
+
+// A buffer of at least `bytes` bytes, 64-byte aligned, owned by the calling thread and reused
+// by its next call (format.cpp): the working memory of the kernels compiled for other ISAs,
+// which must not instantiate the standard library's templates themselves.
+void* scratch_buffer(size_t bytes);
+
 }  // namespace squeeze::formats

@@ -178,9 +178,9 @@ void sparse_gemv_avx2(const ColumnWeights& w, const SparseInput& in, int64_t k0,
 void sparse_gemv_avx512(const ColumnWeights& w, const SparseInput& in, int64_t k0, int64_t k1,
                         int64_t r0, int64_t r1, float* y, float* scratch);
 
-// The kernel of an ISA tier (Avx512: the AVX-512 one: VNNI for Q4, wider float decoding).
+// The kernel of an ISA tier (Avx512 and Amx: the AVX-512 one: VNNI for Q4, wider float decoding).
 inline SparseGemvFn sparse_gemv_kernel(Isa isa) {
-  if (isa == Isa::Avx512) return sparse_gemv_avx512;
+  if (uses_avx512(isa)) return sparse_gemv_avx512;
   return uses_avx2(isa) ? sparse_gemv_avx2 : sparse_gemv_scalar;
 }
 

@@ -69,7 +69,7 @@ TEST(BenchCli, JsonOnTinyModel) {
   EXPECT_EQ(j["n_ctx"], 32);
   EXPECT_GT(j["file_bytes"].get<double>(), 0);
   EXPECT_GT(j["weight_bytes"].get<double>(), 0);
-  EXPECT_TRUE(j["isa"] == "avx512" || j["isa"] == "avx2" || j["isa"] == "scalar");
+  EXPECT_TRUE(j["isa"] == "amx" || j["isa"] == "avx512" || j["isa"] == "avx2" || j["isa"] == "scalar");
   EXPECT_TRUE(j["roof"].is_null());  // no machine file yet, no --roof-* flags
   ASSERT_EQ(j["results"].size(), 3u);
   const char* names[] = {"pp16", "pp32", "tg8"};

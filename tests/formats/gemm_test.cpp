@@ -19,6 +19,8 @@ struct Case {
   bool repacked;
   bool exact = true;  // bit-identical to vec_dot (the integer formats)
   Isa isa = Isa::Avx2;
+  // Batches of 16+ tokens and rows in and across whole 16 x 16 tiles (AMX's tile shape).
+  bool tiles_of_16 = false;
 };
 
 class Gemm : public ::testing::TestWithParam<Case> {};
@@ -43,9 +45,13 @@ TEST_P(Gemm, EqualsVecDotLoopBitForBit) {
   for (const int64_t n : lengths) {
     if (n % block != 0) continue;
     const bool long_row = n > 1536;
-    for (const int64_t n_rows : {1, 2, 3, 5, 8, 13, 20}) {
+    const std::vector<int64_t> row_counts =
+        c.tiles_of_16 ? std::vector<int64_t>{1, 5, 16, 17, 33} : std::vector<int64_t>{1, 2, 3, 5, 8, 13, 20};
+    const std::vector<int64_t> token_counts =
+        c.tiles_of_16 ? std::vector<int64_t>{1, 15, 16, 17, 33, 64} : std::vector<int64_t>{1, 2, 3, 4, 5, 6, 7, 9};
+    for (const int64_t n_rows : row_counts) {
       if (long_row && n_rows != 5 && n_rows != 13) continue;
-      for (const int64_t n_tokens : {1, 2, 3, 4, 5, 6, 7, 9}) {
+      for (const int64_t n_tokens : token_counts) {
         if (long_row && n_tokens != 1 && n_tokens != 6) continue;
         if (!is_sq(c.type) && (n_tokens == 3 || n_tokens == 5 || n_tokens == 6)) continue;
         // Rows and tokens padded by a few bytes, as a strided view would be.
@@ -94,6 +100,8 @@ INSTANTIATE_TEST_SUITE_P(Formats, Gemm,
                                            Case{DType::Q4_1, false}, Case{DType::Q8_0, false},
                                            Case{DType::F16, false, false},
                                            Case{DType::Q4_0, true, true, Isa::Avx512},
+                                           Case{DType::Q4_0, true, true, Isa::Avx512, true},
+                                           Case{DType::Q4_0, true, true, Isa::Amx, true},
                                            Case{DType::Q4_1, false, true, Isa::Avx512},
                                            Case{DType::Q8_0, false, true, Isa::Avx512},
                                            Case{DType::F16, false, false, Isa::Avx512},
@@ -114,7 +122,8 @@ INSTANTIATE_TEST_SUITE_P(Formats, Gemm,
                          [](const auto& info) {
                            return std::string(format_info(info.param.type).name) +
                                   (info.param.repacked ? "_repacked_" : "_") +
-                                  std::string(isa_name(info.param.isa));
+                                  std::string(isa_name(info.param.isa)) +
+                                  (info.param.tiles_of_16 ? "_tiles16" : "");
                          });
 
 }  // namespace

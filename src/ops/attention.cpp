@@ -13,6 +13,20 @@ void swiglu(const float* gate, const float* up, int64_t n, float* out) {
   attention_kernels(active_isa()).swiglu(gate, up, n, out);
 }
 
+void widen_transposed(const f16_t* k, int64_t stride, int64_t n, int64_t width, float* dst,
+                      int64_t dst_stride) {
+  constexpr int64_t kRows = 16;
+  for (int64_t j0 = 0; j0 < dst_stride; j0 += kRows) {
+    const int64_t rows = std::min(kRows, n - j0);
+    for (int64_t c = 0; c < width; ++c) {
+      float* d = dst + c * dst_stride + j0;
+      int64_t j = 0;
+      for (; j < rows; ++j) d[j] = f16_to_f32(k[(j0 + j) * stride + c]);
+      for (; j < std::min(kRows, dst_stride - j0); ++j) d[j] = 0.0f;
+    }
+  }
+}
+
 void attention(const AttentionShape& shape, const float* q, int64_t n_tokens, int64_t pos0,
                const f16_t* k, const f16_t* v, float* out, ThreadPool& pool,
                AttentionScratch& scratch) {
@@ -30,12 +44,25 @@ void attention(const AttentionShape& shape, const float* q, int64_t n_tokens, in
   const bool widen = n_tokens > 1 && ak.qk_f32 != nullptr && ak.pv_f32 != nullptr &&
                      hd % 8 == 0 && hd <= kPvF32MaxDim;
   if (widen) {
-    scratch.k32.resize(static_cast<size_t>(n_ctx_used * kv_stride));
+    // Keys as rows ([n_ctx_used, kv_stride]) or transposed ([kv_stride, k_rows]: column c of
+    // kv head c / hd).
+    const int64_t k_rows = (n_ctx_used + 15) / 16 * 16;
+    const int64_t k_row_stride = ak.qk_keys_transposed ? k_rows : kv_stride;
+    const int64_t k_head_offset = (ak.qk_keys_transposed ? k_rows : 1) * hd;
+    scratch.k32.resize(static_cast<size_t>(k_rows * kv_stride));
     scratch.v32.resize(static_cast<size_t>(n_ctx_used * kv_stride));
     pool.parallel_for(n_ctx_used, 16, [&](int64_t j0, int64_t j1, int) {
-      f16k.dequantize_row(k + j0 * kv_stride, scratch.k32.data() + j0 * kv_stride, (j1 - j0) * kv_stride);
       f16k.dequantize_row(v + j0 * kv_stride, scratch.v32.data() + j0 * kv_stride, (j1 - j0) * kv_stride);
+      if (!ak.qk_keys_transposed) {
+        f16k.dequantize_row(k + j0 * kv_stride, scratch.k32.data() + j0 * kv_stride, (j1 - j0) * kv_stride);
+      }
     });
+    if (ak.qk_keys_transposed) {
+      pool.parallel_for(kv_stride, 16, [&](int64_t c0, int64_t c1, int) {
+        widen_transposed(k + c0, kv_stride, n_ctx_used, c1 - c0, scratch.k32.data() + c0 * k_rows,
+                         k_rows);
+      });
+    }
     // Units of work: (token, kv head, up to kQkMaxHeads query heads of its group).
     const int per_group = (group + kQkMaxHeads - 1) / kQkMaxHeads;
     // Per thread: scores [kQkMaxHeads, n_ctx_used], q [kQkMaxHeads, hd], the scores in half.
@@ -56,8 +83,8 @@ void attention(const AttentionShape& shape, const float* q, int64_t n_tokens, in
           f16k.quantize_row(q + t * q_stride + (h0 + h) * hd, half, hd);
           f16k.dequantize_row(half, q32 + h * hd, hd);
         }
-        ak.qk_f32(q32, n_q, scratch.k32.data() + hk * hd, kv_stride, n_kv, hd, shape.scale, scores,
-                  n_ctx_used);
+        ak.qk_f32(q32, n_q, scratch.k32.data() + hk * k_head_offset, k_row_stride, n_kv, hd,
+                  shape.scale, scores, n_ctx_used);
         for (int h = 0; h < n_q; ++h) {
           float* sh = scores + h * n_ctx_used;
           ak.softmax(sh, n_kv);

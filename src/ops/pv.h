@@ -88,6 +88,15 @@ void qk_f32_tinyblas_avx2(const float* q, int n_q, const float* k, int64_t k_str
                           int64_t scores_stride);
 void pv_f32_tinyblas_avx2(const float* p, int64_t p_stride, int n_q, const float* v,
                           int64_t v_stride, int64_t n_kv, int head_dim, float* out);
+// AVX-512 twins (attention_avx512.cpp). qk reads the keys transposed: k_j[d] at
+// k[d * k_stride + j], with k_stride >= n_kv rounded up to 16 (the lanes past n_kv are read,
+// never stored). softmax_ggml_avx512 equals softmax_ggml.
+void qk_f32_tinyblas_avx512(const float* q, int n_q, const float* k, int64_t k_stride,
+                            int64_t n_kv, int head_dim, float scale, float* scores,
+                            int64_t scores_stride);
+void pv_f32_tinyblas_avx512(const float* p, int64_t p_stride, int n_q, const float* v,
+                            int64_t v_stride, int64_t n_kv, int head_dim, float* out);
+void softmax_ggml_avx512(float* x, int64_t n);
 
 // The attention and activation kernels of one ISA.
 struct AttentionKernels {
@@ -102,9 +111,20 @@ struct AttentionKernels {
                  int head_dim, float scale, float* scores, int64_t scores_stride) = nullptr;
   void (*pv_f32)(const float* p, int64_t p_stride, int n_q, const float* v, int64_t v_stride,
                  int64_t n_kv, int head_dim, float* out) = nullptr;
+  // qk_f32 takes the keys transposed (see qk_f32_tinyblas_avx512).
+  bool qk_keys_transposed = false;
 };
 
+// The key rows [0, n) of a cache ([n, width] halves, row stride `stride`) widened to float and
+// transposed: dst[c * dst_stride + j] = k[j * stride + c], the rows [n, dst_stride) zero.
+void widen_transposed(const f16_t* k, int64_t stride, int64_t n, int64_t width, float* dst,
+                      int64_t dst_stride);
+
 inline AttentionKernels attention_kernels(Isa isa) {
+  if (uses_avx512(isa)) {
+    return {pv_avx2, dot_f16_ordered_avx2, qk_f16_vecdot_avx2, softmax_ggml_avx512, swiglu_avx2,
+            qk_f32_tinyblas_avx512, pv_f32_tinyblas_avx512, true};
+  }
   if (uses_avx2(isa)) {
     return {pv_avx2, dot_f16_ordered_avx2, qk_f16_vecdot_avx2, softmax_ggml_avx2, swiglu_avx2,
             qk_f32_tinyblas_avx2, pv_f32_tinyblas_avx2};

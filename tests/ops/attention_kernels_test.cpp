@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "core/fp16.h"
@@ -145,12 +146,23 @@ namespace {
 
 // The batch kernels on widened (float) K / V equal the half-precision scalar kernels in
 // TinyBlas order bit for bit, for 1..4 query heads sharing the rows.
+// Every ISA this CPU has with batch kernels (AVX2, AVX-512), by name.
+std::vector<Isa> batch_isas() {
+  std::vector<Isa> isas;
+  if (cpu_has_avx2()) isas.push_back(Isa::Avx2);
+  if (cpu_has_avx512()) isas.push_back(Isa::Avx512);
+  return isas;
+}
+
 TEST(AttentionKernels, WidenedBatchKernelsEqualScalarTinyBlas) {
-  const auto v = attention_kernels(Isa::Avx2);
-  if (!cpu_has_avx2() || v.qk_f32 == nullptr) GTEST_SKIP() << "no AVX2";
+  if (!cpu_has_avx2()) GTEST_SKIP() << "no AVX2";
   const auto s = attention_kernels(Isa::Scalar);
-  for (int hd : {8, 64, 128}) {
-    for (int64_t n_kv : {1, 7, 8, 9, 70, 130}) {
+  for (Isa isa : batch_isas()) {
+  SCOPED_TRACE(std::string(isa_name(isa)));
+  const auto v = attention_kernels(isa);
+  ASSERT_NE(v.qk_f32, nullptr);
+  for (int hd : {8, 24, 64, 128, 256}) {
+    for (int64_t n_kv : {1, 7, 8, 9, 16, 17, 70, 130}) {
       const int64_t stride = 3 * hd;
       std::vector<f16_t> kh(n_kv * stride), vh(n_kv * stride);
       const auto kr = randn(n_kv * stride, 31 + n_kv), vr = randn(n_kv * stride, 41 + n_kv);
@@ -164,7 +176,14 @@ TEST(AttentionKernels, WidenedBatchKernelsEqualScalarTinyBlas) {
         for (int i = 0; i < n_q * hd; ++i) qh[i] = f32_to_f16(qr[i]), q32[i] = f16_to_f32(qh[i]);
         const float scale = 0.125f;
         std::vector<float> scores(n_q * n_kv);
-        v.qk_f32(q32.data(), n_q, k32.data() + hd, stride, n_kv, hd, scale, scores.data(), n_kv);
+        if (v.qk_keys_transposed) {
+          const int64_t rows = (n_kv + 15) / 16 * 16;
+          std::vector<float> kt(rows * hd);
+          widen_transposed(kh.data() + hd, stride, n_kv, hd, kt.data(), rows);
+          v.qk_f32(q32.data(), n_q, kt.data(), rows, n_kv, hd, scale, scores.data(), n_kv);
+        } else {
+          v.qk_f32(q32.data(), n_q, k32.data() + hd, stride, n_kv, hd, scale, scores.data(), n_kv);
+        }
         std::vector<float> p(n_q * n_kv);
         for (int h = 0; h < n_q; ++h) {
           for (int64_t j = 0; j < n_kv; ++j) {
@@ -183,6 +202,21 @@ TEST(AttentionKernels, WidenedBatchKernelsEqualScalarTinyBlas) {
         }
       }
     }
+  }
+  }
+}
+
+TEST(AttentionKernels, Avx512SoftmaxBitIdenticalToScalar) {
+  if (!cpu_has_avx512()) GTEST_SKIP() << "no AVX-512";
+  const auto s = attention_kernels(Isa::Scalar);
+  const auto v = attention_kernels(Isa::Avx512);
+  for (int64_t n : {1, 7, 8, 9, 15, 16, 17, 24, 100, 513}) {
+    auto x1 = randn(n, 15 + n, 30.0f);  // wide range: covers the |n| > 126 branch of exp
+    x1[0] = -200.0f;
+    auto x2 = x1;
+    s.softmax(x1.data(), n);
+    v.softmax(x2.data(), n);
+    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(x1[i], x2[i]) << n << " " << i;
   }
 }
 

@@ -21,38 +21,21 @@
 #include <cstddef>
 #include <cstring>
 
+#include "formats/amx_util.h"
 #include "formats/blocks.h"
 #include "formats/kernel_list.h"
 
 namespace squeeze::formats::amx {
 namespace {
 
-constexpr int kTile = 16;                 // tokens and weight rows per tile
 constexpr size_t kBTileBytes = 8 * 64;    // one block of a panel
-constexpr int64_t kMinTokens = 16;        // fewer: the AVX-512 kernels
 
-struct alignas(64) TileConfig {
-  uint8_t palette_id;
-  uint8_t start_row;
-  uint8_t reserved[14];
-  uint16_t colsb[16];
-  uint8_t rows[16];
-};
-
-// Loads this thread's tile configuration; release_tiles() hands the state back.
-void configure_tiles() {
-  TileConfig c{};
-  c.palette_id = 1;
-  for (int t = 0; t < 2; ++t) c.rows[t] = kTile, c.colsb[t] = kTile * sizeof(int32_t);
-  for (int t = 2; t < 4; ++t) c.rows[t] = kTile, c.colsb[t] = 32;
-  for (int t = 4; t < 6; ++t) c.rows[t] = 8, c.colsb[t] = 64;
-  _tile_loadconfig(&c);
+// C: tiles 0, 1 (16 tokens x 16 int32); A: 2, 3 (16 tokens x 32 codes); B: 4, 5 (8 x 64 bytes).
+void configure_int8_tiles() {
+  const uint8_t rows[6] = {kTile, kTile, kTile, kTile, 8, 8};
+  const uint16_t colsb[6] = {kTile * sizeof(int32_t), kTile * sizeof(int32_t), 32, 32, 64, 64};
+  configure_tiles(6, rows, colsb);
 }
-
-void release_tiles() { _tile_release(); }
-
-inline int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
-inline float half(uint16_t h) { return _cvtsh_ss(h); }
 
 // The decoded weights of one call: n_panels panels of nb B tiles each, and the rows' d_w per
 // block ([panel][block][16], 0 for the rows past the last one).
@@ -65,7 +48,7 @@ struct Panels {
 // byte 4 * r + j of row k is code 4 * k + j of weight row r, as (q - 8).
 void decode_q4_0_panel_block(const uint8_t* w, size_t ws, int n, int64_t i, int8_t* dst,
                              float* dw) {
-  alignas(64) int8_t rows[kTile][32];
+  alignas(64) int8_t rows[kTile][64];  // codes in the first 32 bytes of each row
   const __m128i low = _mm_set1_epi8(0x0F), eight = _mm_set1_epi8(8);
   for (int r = 0; r < kTile; ++r) {
     if (r >= n) {
@@ -81,14 +64,8 @@ void decode_q4_0_panel_block(const uint8_t* w, size_t ws, int n, int64_t i, int8
     _mm_store_si128(reinterpret_cast<__m128i*>(rows[r] + 16), hi);
     dw[r] = half(b->d);
   }
-  // B row k = dword k of every row: a 16 x 8 transpose of 4-byte groups.
-  const __m512i first = _mm512_setr_epi32(0, 8, 16, 24, 32, 40, 48, 56, 64, 72, 80, 88, 96, 104,
-                                          112, 120);
-  for (int k = 0; k < 8; ++k) {
-    const __m512i v = _mm512_i32gather_epi32(_mm512_add_epi32(first, _mm512_set1_epi32(k)),
-                                             rows, 4);
-    _mm512_storeu_si512(dst + k * 64, v);
-  }
+  // B row k = dword k of every row (the upper 32 bytes of the rows are never stored).
+  transpose_dwords16(reinterpret_cast<const int32_t*>(rows), 8, reinterpret_cast<uint8_t*>(dst));
 }
 
 void decode_q4_0(const uint8_t* w, size_t ws, int64_t n_rows, int64_t nb, const Panels& p) {
@@ -169,7 +146,7 @@ void gemm_q4_0_repacked(int64_t n, const void* w, size_t ws, int64_t n_rows, con
   float* dx = panels.dw + n_tiles * kTile;
   uint8_t* tail = reinterpret_cast<uint8_t*>(dx + nb * kTile);
   decode_q4_0(wb, ws, n_rows, nb, panels);
-  configure_tiles();
+  configure_int8_tiles();
   for (int64_t t0 = 0; t0 < n_tokens; t0 += kTile) {
     const int n_tok = static_cast<int>(min64(kTile, n_tokens - t0));
     const uint8_t* xt = xb + t0 * xs;

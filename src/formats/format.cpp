@@ -186,11 +186,13 @@ KernelTable make_avx512_table() {
   return t;
 }
 
-// The AVX-512 table with Q4_0's batched product on AMX int8 tiles.
+// The AVX-512 table with the batched products of Q4_0 on AMX int8 tiles and of F16 on bf16 tiles.
 KernelTable make_amx_table() {
   KernelTable t = make_avx512_table();
 #if SQUEEZE_HAVE_AVX2_KERNELS
   t[slot(DType::Q4_0)].gemm_repacked = amx::gemm_q4_0_repacked;
+  t[slot(DType::F16)].gemm = amx::gemm_f16;
+  t[slot(DType::F16)].batch = {amx::f16_group_bytes, amx::prepare_f16, amx::gemm_f16_batch};
 #endif
   return t;
 }

@@ -89,6 +89,24 @@ size_t row_bytes(DType type, int64_t n);
 using GemmFn = void (*)(int64_t n, const void* w, size_t w_stride, int64_t n_rows, const void* x,
                        size_t x_stride, int64_t n_tokens, float* y, int64_t y_stride);
 
+// A batched product that reads its activations in a layout of its own (AMX's tiles), made once
+// per matrix product and shared by every chunk of rows, in groups of kBatchGroup tokens:
+//   group_bytes(n): the size of a group of rows of n elements; 0 where n does not suit the
+//     kernel (then Kernels::gemm serves);
+//   prepare(x, x_stride, n, n_tokens, group): n_tokens <= kBatchGroup rows of n floats (row
+//     stride x_stride floats) into one group of group_bytes(n) bytes, tokens past n_tokens
+//     padded; the conversion to vec_dot_type included;
+//   gemm(n, w, w_stride, n_rows, groups, group_bytes(n), n_tokens, y, y_stride): the groups
+//     back to back; computes what Kernels::gemm (gemm_repacked) computes from the same
+//     activations in vec_dot_type rows.
+// Used for batches of at least kBatchGroup tokens.
+inline constexpr int64_t kBatchGroup = 16;
+struct BatchGemm {
+  size_t (*group_bytes)(int64_t n) = nullptr;
+  void (*prepare)(const float* x, int64_t x_stride, int64_t n, int64_t n_tokens, void* group) = nullptr;
+  GemmFn gemm = nullptr;
+};
+
 // The kernels of one format on one ISA. All take whole rows: n is a multiple of the block size.
 struct Kernels {
   // dst[0..n) = decoded src.
@@ -121,6 +139,10 @@ struct Kernels {
   // where a format has none (ops::matmul then loops over vec_dot).
   GemmFn gemm = nullptr;
   GemmFn gemm_repacked = nullptr;
+  // The same products on activations prepared once per matrix (BatchGemm), where the ISA has
+  // them (empty otherwise).
+  BatchGemm batch = {};
+  BatchGemm batch_repacked = {};
 };
 
 // llama.cpp repacks a matrix of a format with vec_dot_repacked when its row count is a

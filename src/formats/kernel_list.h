@@ -128,11 +128,20 @@ void gemm_f16(int64_t n, const void* w, size_t ws, int64_t n_rows, const void* x
               int64_t n_tokens, float* y, int64_t ys);
 }  // namespace avx512
 
-// AMX-TILE/INT8 (amx_gemm.cpp), for batches of at least 16 tokens; fewer go to the AVX-512
-// kernels. Bit-identical to them where they sum in block order (Q4_0's repacked order).
+// AMX (amx_gemm.cpp: INT8 tiles; amx_f16.cpp: BF16 tiles), for batches of at least 16 tokens;
+// fewer go to the AVX-512 kernels. Bit-identical to them where they sum in block order (Q4_0's
+// repacked order); F16 within float rounding (each half split exactly into two bf16).
 namespace amx {
 void gemm_q4_0_repacked(int64_t n, const void* w, size_t ws, int64_t n_rows, const void* x,
                         size_t xs, int64_t n_tokens, float* y, int64_t ys);
+void gemm_f16(int64_t n, const void* w, size_t ws, int64_t n_rows, const void* x, size_t xs,
+              int64_t n_tokens, float* y, int64_t ys);
+// F16's BatchGemm (format.h): groups of 16 tokens' bf16 hi then lo halves (0 bytes, not
+// usable, for rows that are not a multiple of 32).
+size_t f16_group_bytes(int64_t n);
+void prepare_f16(const float* x, int64_t x_stride, int64_t n, int64_t n_tokens, void* group);
+void gemm_f16_batch(int64_t n, const void* w, size_t ws, int64_t n_rows, const void* groups,
+                    size_t group_bytes, int64_t n_tokens, float* y, int64_t ys);
 }  // namespace amx
 
 // A buffer of at least `bytes` bytes, 64-byte aligned, owned by the calling thread and reused

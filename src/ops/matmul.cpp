@@ -43,6 +43,29 @@ void run_rows(const Plan& p, const uint8_t* xq, size_t x_row_bytes, int64_t n_to
   }
 }
 
+// Where llama.cpp would repack this matrix, sum in its repacked kernels' order.
+bool sums_repacked(const formats::Kernels& wk, const WeightView& w) {
+  return wk.vec_dot_repacked != nullptr && w.n_rows % formats::kRepackRows == 0;
+}
+
+const formats::BatchGemm& batch_gemm(const WeightView& w) {
+  const auto& wk = formats::kernels(w.type);
+  return sums_repacked(wk, w) ? wk.batch_repacked : wk.batch;
+}
+
+// The batch kernels every product of the group shares, or null (then the activations are
+// converted to vec_dot_type rows).
+const formats::BatchGemm* shared_batch_gemm(std::initializer_list<MatmulOut> outs, int64_t n_tokens) {
+  if (n_tokens < formats::kBatchGroup) return nullptr;
+  const formats::BatchGemm& b0 = batch_gemm(*outs.begin()->w);
+  if (b0.gemm == nullptr || b0.group_bytes(outs.begin()->w->n_cols) == 0) return nullptr;
+  for (const MatmulOut& o : outs) {
+    const formats::BatchGemm& b = batch_gemm(*o.w);
+    if (b.gemm == nullptr || b.prepare != b0.prepare) return nullptr;
+  }
+  return &b0;
+}
+
 }  // namespace
 
 void matmul(std::initializer_list<MatmulOut> outs, const float* x, int64_t n_tokens,
@@ -59,13 +82,30 @@ void matmul(std::initializer_list<MatmulOut> outs, const float* x, int64_t n_tok
     return;
   }
   const int64_t n_cols = w0.n_cols;
-  const size_t x_row_bytes = formats::row_bytes(xt, n_cols);
+  const formats::BatchGemm* batch = shared_batch_gemm(outs, n_tokens);
 
-  // Convert the activations once: [n_tokens, x_row_bytes].
+  // Convert the activations once: [n_tokens, x_row_bytes] in vec_dot_type, or the batch
+  // kernels' groups of tokens.
   const uint8_t* xq;
-  if (xt == formats::DType::F32 && x_stride == n_cols) {
+  size_t x_row_bytes;
+  if (batch != nullptr) {
+    x_row_bytes = batch->group_bytes(n_cols);
+    const int64_t n_groups = (n_tokens + formats::kBatchGroup - 1) / formats::kBatchGroup;
+    scratch.quantized.resize(x_row_bytes * n_groups);
+    uint8_t* buf = scratch.quantized.data();
+    pool.parallel_for(n_groups, 1, [&](int64_t g0, int64_t g1, int) {
+      for (int64_t g = g0; g < g1; ++g) {
+        const int64_t t0 = g * formats::kBatchGroup;
+        batch->prepare(x + t0 * x_stride, x_stride, n_cols,
+                       std::min(formats::kBatchGroup, n_tokens - t0), buf + g * x_row_bytes);
+      }
+    });
+    xq = buf;
+  } else if (xt == formats::DType::F32 && x_stride == n_cols) {
+    x_row_bytes = formats::row_bytes(xt, n_cols);
     xq = reinterpret_cast<const uint8_t*>(x);
   } else {
+    x_row_bytes = formats::row_bytes(xt, n_cols);
     const auto& xk = formats::kernels(xt);
     scratch.quantized.resize(x_row_bytes * n_tokens);
     uint8_t* buf = scratch.quantized.data();
@@ -94,10 +134,10 @@ void matmul(std::initializer_list<MatmulOut> outs, const float* x, int64_t n_tok
   int64_t n_chunks = 0;
   for (const MatmulOut& o : outs) {
     const auto& wk = formats::kernels(o.w->type);
-    // Where llama.cpp would repack this matrix, sum in its repacked kernels' order.
-    const bool repacked = wk.vec_dot_repacked != nullptr && o.w->n_rows % formats::kRepackRows == 0;
+    const bool repacked = sums_repacked(wk, *o.w);
     Plan& p = plans[n_plans++];
-    p = {o.w, o.y, o.y_stride, repacked ? wk.gemm_repacked : wk.gemm,
+    p = {o.w, o.y, o.y_stride,
+         batch != nullptr ? batch_gemm(*o.w).gemm : repacked ? wk.gemm_repacked : wk.gemm,
          repacked ? wk.vec_dot_repacked : wk.vec_dot, n_chunks, per_chunk};
     n_chunks += (o.w->n_rows + per_chunk - 1) / per_chunk;
   }
@@ -128,7 +168,7 @@ void matmul_rows(const WeightView& w, const float* x, const int32_t* rows, int64
   }
   // The kernels matmul picks for this matrix, so each row gets the same bits as there.
   const auto& wk = formats::kernels(w.type);
-  const bool repacked = wk.vec_dot_repacked != nullptr && w.n_rows % formats::kRepackRows == 0;
+  const bool repacked = sums_repacked(wk, w);
   const formats::GemmFn gemm = repacked ? wk.gemm_repacked : wk.gemm;
   const auto vec_dot = repacked ? wk.vec_dot_repacked : wk.vec_dot;
   // Runs of consecutive rows go through the tiled kernel (its prefetching and shared decoding;

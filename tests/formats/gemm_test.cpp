@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <algorithm>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -95,6 +96,66 @@ TEST_P(Gemm, EqualsVecDotLoopBitForBit) {
   }
 }
 
+// BatchGemm (activations prepared once per product, in groups of 16 tokens) computes what gemm
+// computes from the same activations converted to vec_dot_type rows, bit for bit, for every
+// format and ISA that has one.
+TEST(BatchGemm, EqualsGemmOnTheSameActivations) {
+  int checked = 0;
+  for (Isa isa : {Isa::Avx2, Isa::Avx512, Isa::Amx}) {
+    if (!cpu_supports(isa)) continue;
+    for (DType type : {DType::F16, DType::Q4_0, DType::Q4_1, DType::Q8_0}) {
+      const auto& k = kernels(type, isa);
+      for (const bool repacked : {false, true}) {
+        const BatchGemm& b = repacked ? k.batch_repacked : k.batch;
+        if (b.gemm == nullptr) continue;
+        const GemmFn gemm = repacked ? k.gemm_repacked : k.gemm;
+        const DType xt = format_info(type).vec_dot_type;
+        std::mt19937 rng(5);
+        std::normal_distribution<float> dist(0.0f, 1.0f);
+        for (const int64_t n : {32, 576, 1536}) {
+          ASSERT_GT(b.group_bytes(n), 0u);
+          for (const int64_t n_rows : {16, 24, 48}) {
+            for (const int64_t n_tokens : {16, 17, 40}) {
+              const size_t ws = row_bytes(type, n);
+              std::vector<uint8_t> w(ws * n_rows);
+              std::vector<float> tmp(n), x(n_tokens * (n + 3));
+              for (int64_t r = 0; r < n_rows; ++r) {
+                for (float& v : tmp) v = dist(rng);
+                kernels(type, Isa::Scalar).quantize_row_ref(tmp.data(), w.data() + r * ws, n);
+              }
+              for (float& v : x) v = dist(rng);
+              const int64_t x_stride = n + 3;
+              const size_t xs = row_bytes(xt, n);
+              std::vector<uint8_t> xq(xs * n_tokens);
+              for (int64_t t = 0; t < n_tokens; ++t) {
+                kernels(xt, isa).quantize_row(x.data() + t * x_stride, xq.data() + t * xs, n);
+              }
+              const size_t gb = b.group_bytes(n);
+              const int64_t n_groups = (n_tokens + kBatchGroup - 1) / kBatchGroup;
+              std::vector<uint8_t> groups(gb * n_groups);
+              for (int64_t g = 0; g < n_groups; ++g) {
+                b.prepare(x.data() + g * kBatchGroup * x_stride, x_stride, n,
+                          std::min(kBatchGroup, n_tokens - g * kBatchGroup), groups.data() + g * gb);
+              }
+              std::vector<float> want(n_tokens * n_rows), got(n_tokens * n_rows, -7.0f);
+              gemm(n, w.data(), ws, n_rows, xq.data(), xs, n_tokens, want.data(), n_rows);
+              b.gemm(n, w.data(), ws, n_rows, groups.data(), gb, n_tokens, got.data(), n_rows);
+              ASSERT_EQ(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)), 0)
+                  << format_info(type).name << " " << isa_name(isa) << " n " << n << " rows "
+                  << n_rows << " tokens " << n_tokens;
+              ++checked;
+            }
+          }
+        }
+      }
+    }
+  }
+  if (cpu_has_amx()) {
+    EXPECT_GT(checked, 0) << "the AMX tier has batch kernels";
+  }
+  if (checked == 0) GTEST_SKIP() << "no ISA of this CPU has batch kernels";
+}
+
 INSTANTIATE_TEST_SUITE_P(Formats, Gemm,
                          ::testing::Values(Case{DType::Q4_0, false}, Case{DType::Q4_0, true},
                                            Case{DType::Q4_1, false}, Case{DType::Q8_0, false},
@@ -105,6 +166,7 @@ INSTANTIATE_TEST_SUITE_P(Formats, Gemm,
                                            Case{DType::Q4_1, false, true, Isa::Avx512},
                                            Case{DType::Q8_0, false, true, Isa::Avx512},
                                            Case{DType::F16, false, false, Isa::Avx512},
+                                           Case{DType::F16, false, false, Isa::Amx, true},
                                            Case{DType::SQ2_G32, false}, Case{DType::SQ2_G64, false},
                                            Case{DType::SQ2_G128, false}, Case{DType::SQ3_G32, false},
                                            Case{DType::SQ3_G64, false}, Case{DType::SQ3_G128, false},

@@ -1,4 +1,4 @@
-// AMX (Intel Advanced Matrix Extensions) versions of the tiled products, for batches of tokens.
+// AMX (Intel Advanced Matrix Extensions) version of Q4_0's batched product.
 //
 // One int8 tile product (tdpbssd) computes a 16 tokens x 16 weight rows block of exact int32
 // dot products over 32 codes: one ggml block. Each block's sums are then scaled and added in
@@ -7,17 +7,17 @@
 // which is the order of llama.cpp's repacked Q4_0 kernels (vec_dot_q4_0_repacked): the AMX
 // Q4_0 product gives the same bits as the AVX-512 and AVX2 ones, and as llama.cpp's.
 //
-// Tiles: 0, 1 hold C (16 tokens x 16 int32); 2, 3 A (16 tokens x 32 activation codes, read
-// straight from the Q8_0 rows with the row stride); 4, 5 B (8 x 64 bytes: 16 weight rows' 32
-// codes in groups of 4, tdpbssd's layout). Weights are decoded into B tiles once per call,
-// 16 rows (a panel) at a time, and reused by every token tile. Called only after cpu_has_amx()
-// (core/cpu.h), which asked the kernel for the tile state.
+// Activations come in groups of 16 tokens (BatchGemm, format.h), per block: the A tile (16
+// tokens x 32 codes) and d_x [16] floats; made once per matrix product (or here from Q8_0 rows,
+// for gemm_q4_0_repacked). Weights are decoded per call, per 16-row panel and block: the B tile
+// (8 x 64 bytes: 16 rows' 32 codes in groups of 4, as (q - 8)) and d_w [16] floats, reused by
+// every token group. Four C tiles are in flight, so a block's sums are stored two blocks after
+// its product was issued (the tile product's latency passes under the float work between).
+// Called only after cpu_has_amx() (core/cpu.h), which asked the kernel for the tile state.
 //
 // Only intrinsics and this file's own internal functions: no inline function or template from
 // another header (std::min, std::vector, ...), whose AMX-compiled copy the linker could hand to
 // code that runs on CPUs without AVX-512. Buffers come from scratch_buffer (format.cpp).
-#include <immintrin.h>
-
 #include <cstddef>
 #include <cstring>
 
@@ -28,59 +28,85 @@
 namespace squeeze::formats::amx {
 namespace {
 
-constexpr size_t kBTileBytes = 8 * 64;    // one block of a panel
+constexpr size_t kATile = 16 * 32;  // one block of a group: 16 tokens' codes
+constexpr size_t kBTile = 8 * 64;   // one block of a panel
+constexpr size_t kUnit = kATile + 64;  // a block of a group (A, d_x) or of a panel (B, d_w)
+static_assert(kBTile == kATile);
 
-// C: tiles 0, 1 (16 tokens x 16 int32); A: 2, 3 (16 tokens x 32 codes); B: 4, 5 (8 x 64 bytes).
+// Tiles: C 0-3 (16 tokens x 16 int32), A 4, 5 (16 tokens x 32 codes), B 6, 7 (8 x 64 bytes).
 void configure_int8_tiles() {
-  const uint8_t rows[6] = {kTile, kTile, kTile, kTile, 8, 8};
-  const uint16_t colsb[6] = {kTile * sizeof(int32_t), kTile * sizeof(int32_t), 32, 32, 64, 64};
-  configure_tiles(6, rows, colsb);
+  const uint8_t rows[8] = {16, 16, 16, 16, 16, 16, 8, 8};
+  const uint16_t colsb[8] = {64, 64, 64, 64, 32, 32, 64, 64};
+  configure_tiles(8, rows, colsb);
 }
 
-// The decoded weights of one call: n_panels panels of nb B tiles each, and the rows' d_w per
-// block ([panel][block][16], 0 for the rows past the last one).
-struct Panels {
-  int8_t* codes;
-  float* dw;
-};
-
-// Rows [r0, r0 + n) (n <= 16) of a Q4_0 matrix, block i, decoded into one B tile at dst:
-// byte 4 * r + j of row k is code 4 * k + j of weight row r, as (q - 8).
-void decode_q4_0_panel_block(const uint8_t* w, size_t ws, int n, int64_t i, int8_t* dst,
-                             float* dw) {
+// Rows [0, n) (n <= 16) of a panel of a Q4_0 matrix, every block, into its units at dst.
+void decode_q4_0_panel(const uint8_t* w, size_t ws, int n, int64_t nb, uint8_t* dst) {
   alignas(64) int8_t rows[kTile][64];  // codes in the first 32 bytes of each row
   const __m128i low = _mm_set1_epi8(0x0F), eight = _mm_set1_epi8(8);
-  for (int r = 0; r < kTile; ++r) {
-    if (r >= n) {
-      std::memset(rows[r], 0, 32);
-      dw[r] = 0.0f;
-      continue;
+  for (int64_t i = 0; i < nb; ++i) {
+    uint8_t* u = dst + i * kUnit;
+    auto* dw = reinterpret_cast<float*>(u + kBTile);
+    for (int r = 0; r < kTile; ++r) {
+      if (r >= n) {
+        std::memset(rows[r], 0, 32);
+        dw[r] = 0.0f;
+        continue;
+      }
+      const auto* b = reinterpret_cast<const BlockQ4_0*>(w + r * ws) + i;
+      const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b->qs));
+      const __m128i lo = _mm_sub_epi8(_mm_and_si128(q, low), eight);
+      const __m128i hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(q, 4), low), eight);
+      _mm_store_si128(reinterpret_cast<__m128i*>(rows[r]), lo);
+      _mm_store_si128(reinterpret_cast<__m128i*>(rows[r] + 16), hi);
+      dw[r] = half(b->d);
     }
-    const auto* b = reinterpret_cast<const BlockQ4_0*>(w + r * ws) + i;
-    const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b->qs));
-    const __m128i lo = _mm_sub_epi8(_mm_and_si128(q, low), eight);
-    const __m128i hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(q, 4), low), eight);
-    _mm_store_si128(reinterpret_cast<__m128i*>(rows[r]), lo);
-    _mm_store_si128(reinterpret_cast<__m128i*>(rows[r] + 16), hi);
-    dw[r] = half(b->d);
-  }
-  // B row k = dword k of every row (the upper 32 bytes of the rows are never stored).
-  transpose_dwords16(reinterpret_cast<const int32_t*>(rows), 8, reinterpret_cast<uint8_t*>(dst));
-}
-
-void decode_q4_0(const uint8_t* w, size_t ws, int64_t n_rows, int64_t nb, const Panels& p) {
-  const int64_t n_panels = (n_rows + kTile - 1) / kTile;
-  for (int64_t pi = 0; pi < n_panels; ++pi) {
-    const int n = static_cast<int>(min64(kTile, n_rows - pi * kTile));
-    const uint8_t* wp = w + pi * kTile * ws;
-    for (int64_t i = 0; i < nb; ++i) {
-      const size_t at = static_cast<size_t>(pi * nb + i);
-      decode_q4_0_panel_block(wp, ws, n, i, p.codes + at * kBTileBytes, p.dw + at * kTile);
-    }
+    // B row k = dword k of every row (the upper 32 bytes of the rows are never stored).
+    transpose_dwords16(reinterpret_cast<const int32_t*>(rows), 8, u);
   }
 }
 
-// acc[t] += float(C[t]) * (d_x[t] * d_w) for the 16 tokens t of one block's C tile.
+// Block b's tile product into C tile b % 4 (A tile 4 + b % 2, B tile 6 + b % 2). (GCC's tile
+// intrinsics take literal tile numbers.)
+inline void issue_block(int64_t b, const uint8_t* a, const uint8_t* w) {
+  switch (b & 3) {
+    case 0:
+      _tile_zero(0);
+      _tile_loadd(4, a, 32);
+      _tile_loadd(6, w, 64);
+      _tile_dpbssd(0, 4, 6);
+      break;
+    case 1:
+      _tile_zero(1);
+      _tile_loadd(5, a, 32);
+      _tile_loadd(7, w, 64);
+      _tile_dpbssd(1, 5, 7);
+      break;
+    case 2:
+      _tile_zero(2);
+      _tile_loadd(4, a, 32);
+      _tile_loadd(6, w, 64);
+      _tile_dpbssd(2, 4, 6);
+      break;
+    default:
+      _tile_zero(3);
+      _tile_loadd(5, a, 32);
+      _tile_loadd(7, w, 64);
+      _tile_dpbssd(3, 5, 7);
+      break;
+  }
+}
+
+inline void store_block(int64_t b, int32_t* c) {
+  switch (b & 3) {
+    case 0: _tile_stored(0, c, 64); break;
+    case 1: _tile_stored(1, c, 64); break;
+    case 2: _tile_stored(2, c, 64); break;
+    default: _tile_stored(3, c, 64); break;
+  }
+}
+
+// acc[t] += float(C[t]) * (d_w * d_x[t]) for the 16 tokens t of one block's C tile.
 inline void scale_add(const int32_t* c, const float* dx, __m512 dw, __m512 (&acc)[kTile]) {
   for (int t = 0; t < kTile; ++t) {
     const __m512 s = _mm512_mul_ps(dw, _mm512_set1_ps(dx[t]));
@@ -88,42 +114,79 @@ inline void scale_add(const int32_t* c, const float* dx, __m512 dw, __m512 (&acc
   }
 }
 
-// One token tile (16 Q8_0 rows at x, stride xs; dx[block][16]) against one panel: y rows of the
-// first n_tok tokens, columns r0 .. r0 + n_rows.
-void tile_q8(int64_t nb, const uint8_t* x, size_t xs, const float* dx, const int8_t* codes,
-             const float* dw, int n_tok, int n_rows, float* y, int64_t ys) {
-  alignas(64) int32_t c0[kTile * kTile], c1[kTile * kTile];
+// One group of 16 tokens against one panel: y rows of its first n_tok tokens, n_rows columns.
+void group_panel(int64_t nb, const uint8_t* g, const uint8_t* panel, int n_tok, int n_rows,
+                 float* y, int64_t ys) {
+  constexpr int64_t kAhead = 2;
+  alignas(64) int32_t c[kTile * kTile];
   __m512 acc[kTile];
   for (__m512& a : acc) a = _mm512_setzero_ps();
-  constexpr size_t kQs = offsetof(BlockQ8_0, qs);
-  int64_t i = 0;
-  for (; i + 1 < nb; i += 2) {
-    _tile_zero(0);
-    _tile_zero(1);
-    _tile_loadd(2, x + i * sizeof(BlockQ8_0) + kQs, xs);
-    _tile_loadd(4, codes + i * kBTileBytes, 64);
-    _tile_loadd(3, x + (i + 1) * sizeof(BlockQ8_0) + kQs, xs);
-    _tile_loadd(5, codes + (i + 1) * kBTileBytes, 64);
-    _tile_dpbssd(0, 2, 4);
-    _tile_dpbssd(1, 3, 5);
-    _tile_stored(0, c0, 64);
-    _tile_stored(1, c1, 64);
-    scale_add(c0, dx + i * kTile, _mm512_loadu_ps(dw + i * kTile), acc);
-    scale_add(c1, dx + (i + 1) * kTile, _mm512_loadu_ps(dw + (i + 1) * kTile), acc);
+  for (int64_t b = 0; b < kAhead && b < nb; ++b) issue_block(b, g + b * kUnit, panel + b * kUnit);
+  for (int64_t b = 0; b < nb; ++b) {
+    store_block(b, c);
+    if (b + kAhead < nb) issue_block(b + kAhead, g + (b + kAhead) * kUnit, panel + (b + kAhead) * kUnit);
+    scale_add(c, reinterpret_cast<const float*>(g + b * kUnit + kATile),
+              _mm512_load_ps(reinterpret_cast<const float*>(panel + b * kUnit + kBTile)), acc);
   }
-  if (i < nb) {
-    _tile_zero(0);
-    _tile_loadd(2, x + i * sizeof(BlockQ8_0) + kQs, xs);
-    _tile_loadd(4, codes + i * kBTileBytes, 64);
-    _tile_dpbssd(0, 2, 4);
-    _tile_stored(0, c0, 64);
-    scale_add(c0, dx + i * kTile, _mm512_loadu_ps(dw + i * kTile), acc);
-  }
-  const __mmask16 cols = static_cast<__mmask16>((1u << n_rows) - 1);
+  const __mmask16 cols = first_lanes(n_rows);
   for (int t = 0; t < n_tok; ++t) _mm512_mask_storeu_ps(y + t * ys, cols, acc[t]);
 }
 
+size_t panels_bytes(int64_t nb, int64_t n_rows) {
+  return static_cast<size_t>((n_rows + kTile - 1) / kTile) * static_cast<size_t>(nb) * kUnit;
+}
+
+// The product on groups; bt: panels_bytes(nb, n_rows) bytes for the decoded weights.
+void gemm_groups(int64_t nb, const uint8_t* w, size_t ws, int64_t n_rows, const uint8_t* groups,
+                 int64_t n_tokens, float* y, int64_t ys, uint8_t* bt) {
+  const int64_t n_panels = (n_rows + kTile - 1) / kTile;
+  const size_t per = static_cast<size_t>(nb) * kUnit;  // a group, or a panel
+  for (int64_t p = 0; p < n_panels; ++p) {
+    decode_q4_0_panel(w + p * kTile * ws, ws, static_cast<int>(min64(kTile, n_rows - p * kTile)),
+                      nb, bt + p * per);
+  }
+  configure_int8_tiles();
+  for (int64_t t0 = 0; t0 < n_tokens; t0 += kTile) {
+    const int n_tok = static_cast<int>(min64(kTile, n_tokens - t0));
+    const uint8_t* g = groups + (t0 / kTile) * per;
+    for (int64_t p = 0; p < n_panels; ++p) {
+      group_panel(nb, g, bt + p * per, n_tok, static_cast<int>(min64(kTile, n_rows - p * kTile)),
+                  y + t0 * ys + p * kTile, ys);
+    }
+  }
+  release_tiles();
+}
+
+// Block i of token t (a Q8_0 block at q) into group g.
+inline void put_block(const BlockQ8_0* q, int t, int64_t i, uint8_t* g) {
+  uint8_t* u = g + i * kUnit;
+  std::memcpy(u + t * 32, q->qs, 32);
+  reinterpret_cast<float*>(u + kATile)[t] = half(q->d);
+}
+
 }  // namespace
+
+size_t q4_0_group_bytes(int64_t n) { return n % 32 == 0 ? static_cast<size_t>(n / 32) * kUnit : 0; }
+
+void prepare_q4_0(const float* x, int64_t x_stride, int64_t n, int64_t n_tokens, void* group) {
+  auto* g = static_cast<uint8_t*>(group);
+  const int64_t nb = n / 32;
+  std::memset(g, 0, static_cast<size_t>(nb) * kUnit);
+  BlockQ8_0 q;
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    for (int64_t i = 0; i < nb; ++i) {
+      avx2::quantize_q8_0(x + t * x_stride + i * 32, &q, 32);  // Q8_0's run-time quantizer
+      put_block(&q, static_cast<int>(t), i, g);
+    }
+  }
+}
+
+void gemm_q4_0_batch(int64_t n, const void* w, size_t ws, int64_t n_rows, const void* groups,
+                     size_t, int64_t n_tokens, float* y, int64_t ys) {
+  const int64_t nb = n / 32;
+  gemm_groups(nb, static_cast<const uint8_t*>(w), ws, n_rows, static_cast<const uint8_t*>(groups),
+              n_tokens, y, ys, static_cast<uint8_t*>(scratch_buffer(panels_bytes(nb, n_rows))));
+}
 
 void gemm_q4_0_repacked(int64_t n, const void* w, size_t ws, int64_t n_rows, const void* x,
                         size_t xs, int64_t n_tokens, float* y, int64_t ys) {
@@ -131,45 +194,20 @@ void gemm_q4_0_repacked(int64_t n, const void* w, size_t ws, int64_t n_rows, con
     avx512::gemm_q4_0_repacked(n, w, ws, n_rows, x, xs, n_tokens, y, ys);
     return;
   }
+  // The Q8_0 rows regrouped here, then the batch product.
   const int64_t nb = n / 32;
-  const auto* wb = static_cast<const uint8_t*>(w);
+  const int64_t n_groups = (n_tokens + kTile - 1) / kTile;
+  const size_t per = static_cast<size_t>(nb) * kUnit;
+  auto* buf = static_cast<uint8_t*>(scratch_buffer(n_groups * per + panels_bytes(nb, n_rows)));
+  std::memset(buf, 0, n_groups * per);
   const auto* xb = static_cast<const uint8_t*>(x);
-  const int64_t n_panels = (n_rows + kTile - 1) / kTile;
-  const size_t n_tiles = static_cast<size_t>(n_panels * nb);
-  const size_t x_row = static_cast<size_t>(nb) * sizeof(BlockQ8_0);
-  // One buffer: the panels' codes, their d_w, a token tile's d_x, the padded last tokens.
-  auto* buf = static_cast<uint8_t*>(scratch_buffer(
-      n_tiles * (kBTileBytes + kTile * sizeof(float)) + static_cast<size_t>(nb) * kTile * sizeof(float) +
-      x_row * kTile));
-  const Panels panels{reinterpret_cast<int8_t*>(buf),
-                      reinterpret_cast<float*>(buf + n_tiles * kBTileBytes)};
-  float* dx = panels.dw + n_tiles * kTile;
-  uint8_t* tail = reinterpret_cast<uint8_t*>(dx + nb * kTile);
-  decode_q4_0(wb, ws, n_rows, nb, panels);
-  configure_int8_tiles();
-  for (int64_t t0 = 0; t0 < n_tokens; t0 += kTile) {
-    const int n_tok = static_cast<int>(min64(kTile, n_tokens - t0));
-    const uint8_t* xt = xb + t0 * xs;
-    size_t stride = xs;
-    if (n_tok < kTile) {  // the last tokens, padded with zero rows so the tile loads stay inside
-      std::memset(tail, 0, x_row * kTile);
-      for (int t = 0; t < n_tok; ++t) std::memcpy(tail + t * x_row, xt + t * xs, x_row);
-      xt = tail;
-      stride = x_row;
-    }
-    for (int64_t i = 0; i < nb; ++i) {
-      for (int t = 0; t < kTile; ++t) {
-        dx[i * kTile + t] = half(reinterpret_cast<const BlockQ8_0*>(xt + t * stride)[i].d);
-      }
-    }
-    for (int64_t pi = 0; pi < n_panels; ++pi) {
-      const int rows = static_cast<int>(min64(kTile, n_rows - pi * kTile));
-      const size_t at = static_cast<size_t>(pi * nb);
-      tile_q8(nb, xt, stride, dx, panels.codes + at * kBTileBytes, panels.dw + at * kTile, n_tok,
-              rows, y + t0 * ys + pi * kTile, ys);
-    }
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    const auto* row = reinterpret_cast<const BlockQ8_0*>(xb + t * xs);
+    uint8_t* g = buf + (t / kTile) * per;
+    for (int64_t i = 0; i < nb; ++i) put_block(row + i, static_cast<int>(t % kTile), i, g);
   }
-  release_tiles();
+  gemm_groups(nb, static_cast<const uint8_t*>(w), ws, n_rows, buf, n_tokens, y, ys,
+              buf + n_groups * per);
 }
 
 }  // namespace squeeze::formats::amx

@@ -191,6 +191,8 @@ KernelTable make_amx_table() {
   KernelTable t = make_avx512_table();
 #if SQUEEZE_HAVE_AVX2_KERNELS
   t[slot(DType::Q4_0)].gemm_repacked = amx::gemm_q4_0_repacked;
+  t[slot(DType::Q4_0)].batch_repacked = {amx::q4_0_group_bytes, amx::prepare_q4_0,
+                                         amx::gemm_q4_0_batch};
   t[slot(DType::F16)].gemm = amx::gemm_f16;
   t[slot(DType::F16)].batch = {amx::f16_group_bytes, amx::prepare_f16, amx::gemm_f16_batch};
 #endif

@@ -136,6 +136,11 @@ void gemm_q4_0_repacked(int64_t n, const void* w, size_t ws, int64_t n_rows, con
                         size_t xs, int64_t n_tokens, float* y, int64_t ys);
 void gemm_f16(int64_t n, const void* w, size_t ws, int64_t n_rows, const void* x, size_t xs,
               int64_t n_tokens, float* y, int64_t ys);
+// Q4_0's BatchGemm (repacked order): groups of 16 tokens' Q8_0 codes and d_x per block.
+size_t q4_0_group_bytes(int64_t n);
+void prepare_q4_0(const float* x, int64_t x_stride, int64_t n, int64_t n_tokens, void* group);
+void gemm_q4_0_batch(int64_t n, const void* w, size_t ws, int64_t n_rows, const void* groups,
+                     size_t group_bytes, int64_t n_tokens, float* y, int64_t ys);
 // F16's BatchGemm (format.h): groups of 16 tokens' bf16 hi then lo halves (0 bytes, not
 // usable, for rows that are not a multiple of 32).
 size_t f16_group_bytes(int64_t n);

@@ -13,16 +13,16 @@ void swiglu(const float* gate, const float* up, int64_t n, float* out) {
   attention_kernels(active_isa()).swiglu(gate, up, n, out);
 }
 
-void widen_transposed(const f16_t* k, int64_t stride, int64_t n, int64_t width, float* dst,
-                      int64_t dst_stride) {
+void widen_key_blocks(const f16_t* k, int64_t stride, int64_t n, int64_t width, float* dst) {
   constexpr int64_t kRows = 16;
-  for (int64_t j0 = 0; j0 < dst_stride; j0 += kRows) {
+  for (int64_t j0 = 0; j0 < n; j0 += kRows) {
+    float* block = dst + j0 * width;
     const int64_t rows = std::min(kRows, n - j0);
     for (int64_t c = 0; c < width; ++c) {
-      float* d = dst + c * dst_stride + j0;
+      float* d = block + c * kRows;
       int64_t j = 0;
       for (; j < rows; ++j) d[j] = f16_to_f32(k[(j0 + j) * stride + c]);
-      for (; j < std::min(kRows, dst_stride - j0); ++j) d[j] = 0.0f;
+      for (; j < kRows; ++j) d[j] = 0.0f;
     }
   }
 }
@@ -44,25 +44,33 @@ void attention(const AttentionShape& shape, const float* q, int64_t n_tokens, in
   const bool widen = n_tokens > 1 && ak.qk_f32 != nullptr && ak.pv_f32 != nullptr &&
                      hd % 8 == 0 && hd <= kPvF32MaxDim;
   if (widen) {
-    // Keys as rows ([n_ctx_used, kv_stride]) or transposed ([kv_stride, k_rows]: column c of
-    // kv head c / hd).
+    // Rows of K and V ([n_ctx_used, kv_stride]), or with kv_blocked the keys in blocks of 16
+    // transposed ([k_rows / 16, kv_stride, 16]) and the values of each kv head by partials
+    // ([n_head_kv, 8, rows8, hd]: row j = 8 i + k at partial k, row i).
     const int64_t k_rows = (n_ctx_used + 15) / 16 * 16;
-    const int64_t k_row_stride = ak.qk_keys_transposed ? k_rows : kv_stride;
-    const int64_t k_head_offset = (ak.qk_keys_transposed ? k_rows : 1) * hd;
+    const int64_t rows8 = (n_ctx_used + 7) / 8;
+    const bool blocked = ak.kv_blocked;
+    const int64_t k_stride = blocked ? 16 * kv_stride : kv_stride;
+    const int64_t k_head_offset = (blocked ? 16 : 1) * hd;
+    const int64_t v_stride = blocked ? rows8 : kv_stride;
+    const int64_t v_head_offset = (blocked ? 8 * rows8 : 1) * hd;
     scratch.k32.resize(static_cast<size_t>(k_rows * kv_stride));
-    scratch.v32.resize(static_cast<size_t>(n_ctx_used * kv_stride));
+    scratch.v32.resize(static_cast<size_t>(8 * rows8 * kv_stride));
     pool.parallel_for(n_ctx_used, 16, [&](int64_t j0, int64_t j1, int) {
-      f16k.dequantize_row(v + j0 * kv_stride, scratch.v32.data() + j0 * kv_stride, (j1 - j0) * kv_stride);
-      if (!ak.qk_keys_transposed) {
-        f16k.dequantize_row(k + j0 * kv_stride, scratch.k32.data() + j0 * kv_stride, (j1 - j0) * kv_stride);
+      float* k32 = scratch.k32.data() + j0 * kv_stride;
+      if (!blocked) {
+        f16k.dequantize_row(k + j0 * kv_stride, k32, (j1 - j0) * kv_stride);
+        f16k.dequantize_row(v + j0 * kv_stride, scratch.v32.data() + j0 * kv_stride, (j1 - j0) * kv_stride);
+        return;
+      }
+      widen_key_blocks(k + j0 * kv_stride, kv_stride, j1 - j0, kv_stride, k32);
+      for (int64_t j = j0; j < j1; ++j) {
+        for (int hk = 0; hk < shape.n_head_kv; ++hk) {
+          f16k.dequantize_row(v + j * kv_stride + hk * hd,
+                              scratch.v32.data() + hk * v_head_offset + ((j % 8) * rows8 + j / 8) * hd, hd);
+        }
       }
     });
-    if (ak.qk_keys_transposed) {
-      pool.parallel_for(kv_stride, 16, [&](int64_t c0, int64_t c1, int) {
-        widen_transposed(k + c0, kv_stride, n_ctx_used, c1 - c0, scratch.k32.data() + c0 * k_rows,
-                         k_rows);
-      });
-    }
     // Units of work: (token, kv head, up to kQkMaxHeads query heads of its group).
     const int per_group = (group + kQkMaxHeads - 1) / kQkMaxHeads;
     // Per thread: scores [kQkMaxHeads, n_ctx_used], q [kQkMaxHeads, hd], the scores in half.
@@ -83,7 +91,7 @@ void attention(const AttentionShape& shape, const float* q, int64_t n_tokens, in
           f16k.quantize_row(q + t * q_stride + (h0 + h) * hd, half, hd);
           f16k.dequantize_row(half, q32 + h * hd, hd);
         }
-        ak.qk_f32(q32, n_q, scratch.k32.data() + hk * k_head_offset, k_row_stride, n_kv, hd,
+        ak.qk_f32(q32, n_q, scratch.k32.data() + hk * k_head_offset, k_stride, n_kv, hd,
                   shape.scale, scores, n_ctx_used);
         for (int h = 0; h < n_q; ++h) {
           float* sh = scores + h * n_ctx_used;
@@ -92,7 +100,7 @@ void attention(const AttentionShape& shape, const float* q, int64_t n_tokens, in
           f16k.quantize_row(sh, half, n_kv);
           f16k.dequantize_row(half, sh, n_kv);
         }
-        ak.pv_f32(scores, n_ctx_used, n_q, scratch.v32.data() + hk * hd, kv_stride, n_kv, hd,
+        ak.pv_f32(scores, n_ctx_used, n_q, scratch.v32.data() + hk * v_head_offset, v_stride, n_kv, hd,
                   out + t * q_stride + h0 * hd);
       }
     });

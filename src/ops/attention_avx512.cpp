@@ -1,11 +1,12 @@
 // AVX-512 versions of a batch's attention kernels (pv.h), bit-identical to the scalar twins in
 // TinyBlas order. Each output's arithmetic is the same sequence of float operations; only which
 // outputs share a register changes:
-//  - Q.K reads the keys transposed (k[d * k_stride + j], widened once per batch), so a register
-//    holds 16 keys and partial l of all 16 (d = l, l + 8, ...) is one accumulator: the 8-lane
-//    sum and its movehl tree become vertical adds, no horizontal reduction per output;
-//  - P.V computes partial k (rows j = k mod 8) of up to 4 heads x 64 columns in registers, one
-//    partial after the other, then folds the 8 partials in fold_partials' order;
+//  - Q.K reads the keys in blocks of 16 transposed (widened once per batch), so a register holds
+//    16 keys and partial l of all 16 (d = l, l + 8, ...) is one accumulator: the 8-lane sum and
+//    its movehl tree become vertical adds, no horizontal reduction per output;
+//  - P.V computes partial k (rows j = k mod 8, stored together) of up to 4 heads x 64 columns
+//    in registers, one partial after the other, then folds the 8 partials in fold_partials'
+//    order;
 //  - the softmax computes exp on 16 lanes (two of ggml's 8-lane groups), each group's sum
 //    still added to the double total in order.
 // Compiled with the AVX-512 flags; called only when cpu_has_avx512() (core/cpu.h).
@@ -71,18 +72,18 @@ inline __m512 fold8(const __m512 (&a)[8]) {
   return _mm512_add_ps(_mm512_add_ps(t0, t2), _mm512_add_ps(t1, t3));
 }
 
-// Scores of NQ heads against the 16 keys at column j0 of the transposed keys (lanes past n
+// Scores of NQ heads against the 16 keys of block kb ([head_dim][16]) from key j0 (lanes past n
 // are not stored).
 template <int NQ>
-inline void qk_block(const float* q, int head_dim, const float* kt, int64_t k_stride, int64_t j0,
-                     int64_t n, float scale, float* scores, int64_t scores_stride) {
+inline void qk_block(const float* q, int head_dim, const float* kb, int64_t j0, int64_t n,
+                     float scale, float* scores, int64_t scores_stride) {
   __m512 acc[NQ][8];
   for (int h = 0; h < NQ; ++h) {
     for (int l = 0; l < 8; ++l) acc[h][l] = _mm512_setzero_ps();
   }
   for (int d0 = 0; d0 < head_dim; d0 += 8) {
     for (int l = 0; l < 8; ++l) {
-      const __m512 k = _mm512_loadu_ps(kt + (d0 + l) * k_stride + j0);
+      const __m512 k = _mm512_loadu_ps(kb + (d0 + l) * 16);
       for (int h = 0; h < NQ; ++h) {
         acc[h][l] = _mm512_fmadd_ps(k, _mm512_set1_ps(q[h * head_dim + d0 + l]), acc[h][l]);
       }
@@ -96,18 +97,19 @@ inline void qk_block(const float* q, int head_dim, const float* kt, int64_t k_st
 }
 
 // Partial k of NQ heads over NS 16-column slabs from column c0: rows j = k, k + 8, ... < n_kv
-// of v, from zero, in row order; stored at part[(k * NQ + h) * head_dim + c].
+// (stored together from vk, head_dim floats apart), from zero, in row order; stored at
+// part[(k * NQ + h) * head_dim + c].
 template <int NQ, int NS>
-inline void pv_partial(const float* p, int64_t p_stride, const float* v, int64_t v_stride,
-                       int64_t n_kv, int head_dim, int c0, int k, float* part) {
+inline void pv_partial(const float* p, int64_t p_stride, const float* vk, int64_t n_kv,
+                       int head_dim, int c0, int k, float* part) {
   __m512 acc[NQ][NS];
   for (int h = 0; h < NQ; ++h) {
     for (int s = 0; s < NS; ++s) acc[h][s] = _mm512_setzero_ps();
   }
   __mmask16 mask[NS];
   for (int s = 0; s < NS; ++s) mask[s] = first_lanes(head_dim - c0 - 16 * s);
-  for (int64_t j = k; j < n_kv; j += 8) {
-    const float* vj = v + j * v_stride + c0;
+  const float* vj = vk + c0;
+  for (int64_t j = k; j < n_kv; j += 8, vj += head_dim) {
     for (int s = 0; s < NS; ++s) {
       const __m512 vs = _mm512_maskz_loadu_ps(mask[s], vj + 16 * s);
       for (int h = 0; h < NQ; ++h) {
@@ -130,11 +132,12 @@ void pv_heads(const float* p, int64_t p_stride, const float* v, int64_t v_stride
   for (int c0 = 0; c0 < head_dim; c0 += 64) {
     const int slabs = (head_dim - c0 + 15) / 16;
     for (int k = 0; k < 8; ++k) {
+      const float* vk = v + k * v_stride * head_dim;
       switch (slabs) {
-        case 1: pv_partial<NQ, 1>(p, p_stride, v, v_stride, n_kv, head_dim, c0, k, part); break;
-        case 2: pv_partial<NQ, 2>(p, p_stride, v, v_stride, n_kv, head_dim, c0, k, part); break;
-        case 3: pv_partial<NQ, 3>(p, p_stride, v, v_stride, n_kv, head_dim, c0, k, part); break;
-        default: pv_partial<NQ, 4>(p, p_stride, v, v_stride, n_kv, head_dim, c0, k, part); break;
+        case 1: pv_partial<NQ, 1>(p, p_stride, vk, n_kv, head_dim, c0, k, part); break;
+        case 2: pv_partial<NQ, 2>(p, p_stride, vk, n_kv, head_dim, c0, k, part); break;
+        case 3: pv_partial<NQ, 3>(p, p_stride, vk, n_kv, head_dim, c0, k, part); break;
+        default: pv_partial<NQ, 4>(p, p_stride, vk, n_kv, head_dim, c0, k, part); break;
       }
     }
   }
@@ -155,18 +158,19 @@ void qk_f32_tinyblas_avx512(const float* q, int n_q, const float* kt, int64_t k_
                             int64_t scores_stride) {
   for (int64_t j0 = 0; j0 < n_kv; j0 += 16) {
     const int64_t n = n_kv - j0;
+    const float* kb = kt + (j0 / 16) * k_stride;
     int h = 0;
     // Up to three heads share each key load (24 accumulators).
     for (; h + 3 <= n_q; h += 3) {
-      qk_block<3>(q + h * head_dim, head_dim, kt, k_stride, j0, n, scale,
-                  scores + h * scores_stride, scores_stride);
+      qk_block<3>(q + h * head_dim, head_dim, kb, j0, n, scale, scores + h * scores_stride,
+                  scores_stride);
     }
     if (n_q - h == 2) {
-      qk_block<2>(q + h * head_dim, head_dim, kt, k_stride, j0, n, scale,
-                  scores + h * scores_stride, scores_stride);
+      qk_block<2>(q + h * head_dim, head_dim, kb, j0, n, scale, scores + h * scores_stride,
+                  scores_stride);
     } else if (n_q - h == 1) {
-      qk_block<1>(q + h * head_dim, head_dim, kt, k_stride, j0, n, scale,
-                  scores + h * scores_stride, scores_stride);
+      qk_block<1>(q + h * head_dim, head_dim, kb, j0, n, scale, scores + h * scores_stride,
+                  scores_stride);
     }
   }
 }

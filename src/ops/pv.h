@@ -88,9 +88,11 @@ void qk_f32_tinyblas_avx2(const float* q, int n_q, const float* k, int64_t k_str
                           int64_t scores_stride);
 void pv_f32_tinyblas_avx2(const float* p, int64_t p_stride, int n_q, const float* v,
                           int64_t v_stride, int64_t n_kv, int head_dim, float* out);
-// AVX-512 twins (attention_avx512.cpp). qk reads the keys transposed: k_j[d] at
-// k[d * k_stride + j], with k_stride >= n_kv rounded up to 16 (the lanes past n_kv are read,
-// never stored). softmax_ggml_avx512 equals softmax_ggml.
+// AVX-512 twins (attention_avx512.cpp), on K and V laid out for them (AttentionKernels::
+// kv_blocked): qk reads the keys in blocks of 16 transposed, k_j[d] at
+// k[(j / 16) * k_stride + d * 16 + j % 16] (widen_key_blocks' layout; the lanes past n_kv of
+// the last block are read, never stored); pv reads the values by partials, row j = 8 i + r at
+// v + (r * v_stride + i) * head_dim. softmax_ggml_avx512 equals softmax_ggml.
 void qk_f32_tinyblas_avx512(const float* q, int n_q, const float* k, int64_t k_stride,
                             int64_t n_kv, int head_dim, float scale, float* scores,
                             int64_t scores_stride);
@@ -111,14 +113,16 @@ struct AttentionKernels {
                  int head_dim, float scale, float* scores, int64_t scores_stride) = nullptr;
   void (*pv_f32)(const float* p, int64_t p_stride, int n_q, const float* v, int64_t v_stride,
                  int64_t n_kv, int head_dim, float* out) = nullptr;
-  // qk_f32 takes the keys transposed (see qk_f32_tinyblas_avx512).
-  bool qk_keys_transposed = false;
+  // qk_f32 and pv_f32 take K and V in the layouts of qk_f32_tinyblas_avx512 and
+  // pv_f32_tinyblas_avx512.
+  bool kv_blocked = false;
 };
 
-// The key rows [0, n) of a cache ([n, width] halves, row stride `stride`) widened to float and
-// transposed: dst[c * dst_stride + j] = k[j * stride + c], the rows [n, dst_stride) zero.
-void widen_transposed(const f16_t* k, int64_t stride, int64_t n, int64_t width, float* dst,
-                      int64_t dst_stride);
+// Key rows [0, n) of a cache ([n, width] halves, row stride `stride`) widened to float in
+// blocks of 16 rows, each transposed: row j's column c at dst[(j / 16) * 16 * width + c * 16 +
+// j % 16]; the rows of the last block past n are zero. (j0 a multiple of 16: rows j0.. go to
+// dst + j0 * width.)
+void widen_key_blocks(const f16_t* k, int64_t stride, int64_t n, int64_t width, float* dst);
 
 inline AttentionKernels attention_kernels(Isa isa) {
   if (uses_avx512(isa)) {

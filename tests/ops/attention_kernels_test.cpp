@@ -176,11 +176,11 @@ TEST(AttentionKernels, WidenedBatchKernelsEqualScalarTinyBlas) {
         for (int i = 0; i < n_q * hd; ++i) qh[i] = f32_to_f16(qr[i]), q32[i] = f16_to_f32(qh[i]);
         const float scale = 0.125f;
         std::vector<float> scores(n_q * n_kv);
-        if (v.qk_keys_transposed) {
+        if (v.kv_blocked) {
           const int64_t rows = (n_kv + 15) / 16 * 16;
           std::vector<float> kt(rows * hd);
-          widen_transposed(kh.data() + hd, stride, n_kv, hd, kt.data(), rows);
-          v.qk_f32(q32.data(), n_q, kt.data(), rows, n_kv, hd, scale, scores.data(), n_kv);
+          widen_key_blocks(kh.data() + hd, stride, n_kv, hd, kt.data());
+          v.qk_f32(q32.data(), n_q, kt.data(), 16 * hd, n_kv, hd, scale, scores.data(), n_kv);
         } else {
           v.qk_f32(q32.data(), n_q, k32.data() + hd, stride, n_kv, hd, scale, scores.data(), n_kv);
         }
@@ -194,7 +194,16 @@ TEST(AttentionKernels, WidenedBatchKernelsEqualScalarTinyBlas) {
           }
         }
         std::vector<float> out(n_q * hd), want(hd), part(32 * hd);
-        v.pv_f32(p.data(), n_kv, n_q, v32.data() + hd, stride, n_kv, hd, out.data());
+        if (v.kv_blocked) {  // by partials: row j = 8 i + r at (r * rows8 + i) * hd
+          const int64_t rows8 = (n_kv + 7) / 8;
+          std::vector<float> vb(8 * rows8 * hd);
+          for (int64_t j = 0; j < n_kv; ++j) {
+            for (int d = 0; d < hd; ++d) vb[((j % 8) * rows8 + j / 8) * hd + d] = v32[j * stride + hd + d];
+          }
+          v.pv_f32(p.data(), n_kv, n_q, vb.data(), rows8, n_kv, hd, out.data());
+        } else {
+          v.pv_f32(p.data(), n_kv, n_q, v32.data() + hd, stride, n_kv, hd, out.data());
+        }
         for (int h = 0; h < n_q; ++h) {
           s.pv(p.data() + h * n_kv, vh.data() + hd, stride, n_kv, hd, SumOrder::TinyBlas,
                part.data(), want.data());

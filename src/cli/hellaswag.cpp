@@ -4,14 +4,13 @@
 // --per-task writes each task's gold and chosen endings and four scores.
 #include <unistd.h>
 
-#include <cerrno>
+#include <algorithm>
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
-#include <fstream>
 
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/timer.h"
 #include "eval/hellaswag.h"
@@ -38,40 +37,27 @@ std::string resolve_task_file(const std::string& given) {
                    " was not found from the working directory or the binary");
 }
 
-// The per-task table: written to FILE.tmp and renamed once complete.
+// The per-task table, through an AtomicFile: renamed into place once complete.
 class PerTaskWriter {
  public:
-  explicit PerTaskWriter(std::string path) : path_(std::move(path)), tmp_(path_ + ".tmp") {
-    out_.open(tmp_, std::ios::binary | std::ios::trunc);
-    if (!out_) throw UsageError("cannot write " + tmp_ + ": " + std::strerror(errno));
-    out_ << "# order\ttask\tgold\tchosen\tcorrect\tscore0\tscore1\tscore2\tscore3\n";
-  }
-  ~PerTaskWriter() {
-    if (!committed_) {
-      out_.close();
-      std::error_code ec;
-      fs::remove(tmp_, ec);
-    }
+  // A path that cannot be written is the user's --per-task: a UsageError.
+  explicit PerTaskWriter(const std::string& path) try : file_(path) {
+    file_.write("# order\ttask\tgold\tchosen\tcorrect\tscore0\tscore1\tscore2\tscore3\n");
+  } catch (const Error& e) {
+    throw UsageError(e.what());
   }
   void add(int64_t order, const eval::HellaswagTaskResult& r) {
     char b[256];
     const auto& lp = r.score.log_prob;
-    std::snprintf(b, sizeof b, "%lld\t%zu\t%d\t%d\t%d\t%.9f\t%.9f\t%.9f\t%.9f\n",
-                  static_cast<long long>(order), r.task, r.gold, r.score.chosen,
-                  r.correct() ? 1 : 0, lp[0], lp[1], lp[2], lp[3]);
-    out_ << b;
+    const int n = std::snprintf(b, sizeof b, "%lld\t%zu\t%d\t%d\t%d\t%.9f\t%.9f\t%.9f\t%.9f\n",
+                                static_cast<long long>(order), r.task, r.gold, r.score.chosen,
+                                r.correct() ? 1 : 0, lp[0], lp[1], lp[2], lp[3]);
+    file_.write(b, std::min(static_cast<size_t>(n), sizeof b - 1));
   }
-  void commit() {
-    out_.close();
-    if (!out_) throw Error("cannot write " + tmp_);
-    fs::rename(tmp_, path_);
-    committed_ = true;
-  }
+  void commit() { file_.commit(); }
 
  private:
-  std::string path_, tmp_;
-  std::ofstream out_;
-  bool committed_ = false;
+  AtomicFile file_;
 };
 
 }  // namespace

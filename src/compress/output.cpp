@@ -36,19 +36,12 @@ void write_output(const gguf::Writer& w, const std::string& out_path,
                   const std::atomic<bool>* cancel) {
   const Interrupted interrupted("interrupted; no output written");
   if (cancelled(cancel)) throw interrupted;
-  // The writer goes through `part.tmp` -> `part`; `part` becomes out_path only if no cancel
-  // arrived while it was being written (a write cannot be stopped half-way).
-  const std::string part = out_path + ".part";
-  w.write(part);
-  if (cancelled(cancel)) {
-    std::remove(part.c_str());
-    throw interrupted;
-  }
-  if (std::rename(part.c_str(), out_path.c_str()) != 0) {
-    const std::string why = std::strerror(errno);
-    std::remove(part.c_str());
-    throw Error("cannot rename '" + part + "' to '" + out_path + "': " + why);
-  }
+  // The file becomes out_path only if no cancel arrived while it was being written (a write
+  // cannot be stopped half-way); otherwise the temporary file goes with `f`.
+  AtomicFile f(out_path);
+  w.write_to(f);
+  if (cancelled(cancel)) throw interrupted;
+  f.commit();
 }
 
 int64_t tensor_rows(const gguf::TensorInfo& t) {

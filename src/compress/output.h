@@ -25,9 +25,9 @@ inline bool cancelled(const std::atomic<bool>* cancel) {
 // does not exist or is not writable.
 void check_output_path(const gguf::File& src, const std::string& out_path);
 
-// Writes w to out_path through `out_path.part` (and the writer's own temporary), so a failure
-// or a cancel leaves neither a partial file nor a temporary behind, and an existing out_path
-// untouched until the new one is complete. Throws Interrupted on cancel, Error on I/O failure.
+// Writes w to out_path through an AtomicFile, so a failure or a cancel leaves neither a partial
+// file nor a temporary behind, and an existing out_path untouched until the new one is
+// complete. Throws Interrupted on cancel, Error on I/O failure.
 void write_output(const gguf::Writer& w, const std::string& out_path,
                   const std::atomic<bool>* cancel);
 

@@ -121,34 +121,9 @@ void encode_row(const float* logits, int64_t n_vocab, int32_t target, LogitsRow&
 // --- writer ---
 
 LogitsWriter::LogitsWriter(std::string path, const LogitsHeader& header)
-    : path_(std::move(path)),
-      tmp_path_(path_ + ".tmp." + std::to_string(getpid())),
-      header_(header) {
-  f_ = std::fopen(tmp_path_.c_str(), "wb");
-  if (f_ == nullptr) {
-    throw Error("cannot write " + tmp_path_ + ": " + std::strerror(errno));
-  }
-  // The destructor does not run when a constructor throws: close and remove here.
-  try {
-    const std::vector<uint8_t> h = header_bytes(header_);
-    put(h.data(), h.size());
-  } catch (...) {
-    std::fclose(f_);
-    f_ = nullptr;
-    std::remove(tmp_path_.c_str());
-    throw;
-  }
-}
-
-LogitsWriter::~LogitsWriter() {
-  if (f_ != nullptr) std::fclose(f_);
-  if (!committed_) std::remove(tmp_path_.c_str());
-}
-
-void LogitsWriter::put(const void* data, size_t n) {
-  if (std::fwrite(data, 1, n, f_) != n) {
-    throw Error("writing " + tmp_path_ + " failed: " + std::strerror(errno));
-  }
+    : file_(std::move(path)), header_(header) {
+  const std::vector<uint8_t> h = header_bytes(header_);
+  file_.write(h.data(), h.size());
 }
 
 void LogitsWriter::write_chunk(uint32_t chunk, std::span<const LogitsRow> rows) {
@@ -171,9 +146,9 @@ void LogitsWriter::write_chunk(uint32_t chunk, std::span<const LogitsRow> rows) 
   put_pod(head, static_cast<uint64_t>(buf_.size()));
   Fnv f;
   f.bytes(buf_.data(), buf_.size());
-  put(head.data(), head.size());
-  put(buf_.data(), buf_.size());
-  put(&f.h, sizeof f.h);
+  file_.write(head.data(), head.size());
+  file_.write(buf_.data(), buf_.size());
+  file_.write(&f.h, sizeof f.h);
   ++next_chunk_;
 }
 
@@ -182,16 +157,8 @@ void LogitsWriter::commit() {
     throw Error("internal: " + std::to_string(next_chunk_) + " of " +
                 std::to_string(header_.n_chunks) + " logits chunks written");
   }
-  put(kEndMagic, sizeof kEndMagic);
-  const bool ok = std::fflush(f_) == 0 && fsync(fileno(f_)) == 0;
-  const int err = errno;
-  std::fclose(f_);
-  f_ = nullptr;
-  if (!ok) throw Error("writing " + tmp_path_ + " failed: " + std::strerror(err));
-  if (std::rename(tmp_path_.c_str(), path_.c_str()) != 0) {
-    throw Error("cannot rename " + tmp_path_ + " to " + path_ + ": " + std::strerror(errno));
-  }
-  committed_ = true;
+  file_.write(kEndMagic, sizeof kEndMagic);
+  file_.commit();
 }
 
 // --- reader ---

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "core/atomic_file.h"
 #include "tokenizer/tokenizer.h"
 
 namespace squeeze::eval {
@@ -58,29 +59,24 @@ uint64_t tokens_hash(std::span<const int32_t> tokens);
 // Encodes one position's logits [n_vocab] whose correct next token is `target`.
 void encode_row(const float* logits, int64_t n_vocab, int32_t target, LogitsRow& row);
 
-// Writes to PATH.tmp.PID and renames to PATH on commit(); a writer destroyed before commit()
-// (error, Ctrl-C) removes the temporary file, so PATH is never half-written.
+// Writes through an AtomicFile (PATH.tmp.PID, renamed to PATH on commit()); a writer
+// destroyed before commit() (error, Ctrl-C) removes the temporary file, so PATH is never
+// half-written.
 class LogitsWriter {
  public:
   LogitsWriter(std::string path, const LogitsHeader& header);
-  ~LogitsWriter();
-  LogitsWriter(const LogitsWriter&) = delete;
-  LogitsWriter& operator=(const LogitsWriter&) = delete;
 
   // Chunks must come in order, each with header.n_scored rows.
   void write_chunk(uint32_t chunk, std::span<const LogitsRow> rows);
   // Checks that every chunk was written, flushes, and renames the file into place.
   void commit();
-  const std::string& temp_path() const { return tmp_path_; }
+  const std::string& temp_path() const { return file_.tmp_path(); }
 
  private:
-  void put(const void* data, size_t n);
-  std::string path_, tmp_path_;
+  AtomicFile file_;
   LogitsHeader header_;
-  std::FILE* f_ = nullptr;
   uint32_t next_chunk_ = 0;
   std::vector<uint8_t> buf_;
-  bool committed_ = false;
 };
 
 // Reads a saved-logits file; every read is checked (magic, version, sizes, per-chunk

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/timer.h"
 #include "eval/machine_kernels.h"
@@ -230,14 +231,9 @@ void write_machine_file(const std::string& path, const MachineLimits& m) {
   const fs::path p(path);
   std::error_code ec;
   if (p.has_parent_path()) fs::create_directories(p.parent_path(), ec);
-  const fs::path tmp = p.string() + ".tmp";
-  {
-    std::ofstream out(tmp);
-    out << json{{"entries", entries}}.dump(2) << "\n";
-    if (!out) throw Error("cannot write the machine file " + tmp.string());
-  }
-  fs::rename(tmp, p, ec);
-  if (ec) throw Error("cannot write the machine file " + path + ": " + ec.message());
+  AtomicFile out(path);
+  out.write(json{{"entries", entries}}.dump(2) + "\n");
+  out.commit();
 }
 
 std::optional<ThreadLimits> cached_limits(const std::string& path, Isa isa, int threads) {

@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/atomic_file.h"
 #include "formats/format.h"
 
 namespace squeeze::gguf {
@@ -157,7 +158,10 @@ class Writer {
 
   // Serialised file (for tests that craft or corrupt files).
   std::vector<uint8_t> to_bytes() const;
+  // Writes the file at path through an AtomicFile (never half-written).
   void write(const std::string& path) const;
+  // Appends the file to f (the caller commits it).
+  void write_to(AtomicFile& f) const;
 
  private:
   struct Tensor {

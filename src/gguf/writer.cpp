@@ -1,11 +1,6 @@
 // GGUF v3 writer: metadata of every value type, tensors aligned, written through a temporary
-// file that is renamed into place only once everything is on disk.
-#include <fcntl.h>
-#include <unistd.h>
-
+// file that is renamed into place only once everything is on disk (core/atomic_file.h).
 #include <algorithm>
-#include <cerrno>
-#include <cstdio>
 #include <cstring>
 
 #include "core/error.h"
@@ -252,38 +247,13 @@ std::vector<uint8_t> Writer::to_bytes() const {
 }
 
 void Writer::write(const std::string& path) const {
-  const std::string tmp = path + ".tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw Error("cannot create '" + tmp + "': " + std::strerror(errno));
-  auto io_error = [&](const char* what) {
-    return Error(std::string("cannot ") + what + " '" + tmp + "': " + std::strerror(errno));
-  };
-  try {
-    serialise([&](const uint8_t* p, size_t n) {
-      while (n > 0) {
-        const ssize_t w = ::write(fd, p, n);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) throw io_error("write");
-        p += w;
-        n -= static_cast<size_t>(w);
-      }
-    });
-    if (::fsync(fd) != 0) throw io_error("sync");
-  } catch (...) {
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    throw;
-  }
-  if (::close(fd) != 0) {
-    const Error e = io_error("close");
-    ::unlink(tmp.c_str());
-    throw e;
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    const Error e = Error("cannot rename '" + tmp + "' to '" + path + "': " + std::strerror(errno));
-    ::unlink(tmp.c_str());
-    throw e;
-  }
+  AtomicFile f(path);
+  write_to(f);
+  f.commit();
+}
+
+void Writer::write_to(AtomicFile& f) const {
+  serialise([&](const uint8_t* p, size_t n) { f.write(p, n); });
 }
 
 }  // namespace squeeze::gguf

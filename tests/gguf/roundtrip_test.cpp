@@ -263,7 +263,13 @@ TEST(GgufRoundTrip, WriteGoesThroughATemporaryFile) {
   w.add_tensor("t", DType::F32, {2}, testing::iota_bytes(8));
   TempFile file;
   w.write(file.path());
-  EXPECT_FALSE(std::filesystem::exists(file.path() + ".tmp"));
+  // Nothing else in the directory starts with the file's name (the AtomicFile's temporary).
+  const std::filesystem::path target(file.path());
+  for (const auto& e : std::filesystem::directory_iterator(target.parent_path())) {
+    const std::string name = e.path().filename().string();
+    EXPECT_FALSE(name != target.filename().string() && name.rfind(target.filename().string(), 0) == 0)
+        << name;
+  }
   const File f = File::open(file.path());
   EXPECT_EQ(f.require_string("general.name"), "tiny");
   EXPECT_EQ(f.file_size(), w.to_bytes().size());

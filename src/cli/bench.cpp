@@ -33,17 +33,23 @@ int run_machine_probe(int threads, const std::string& file, size_t probe_mib, bo
 }
 
 // --roof-gbs/--roof-gflops when given (either may be left out: no fraction for that test
-// kind); else the cached probe results for this ISA and thread count; else none.
-std::optional<eval::Roof> find_roof(std::optional<double> gbs, std::optional<double> gflops,
-                                    const std::string& file, int threads) {
+// kind); else the cached probe results for this ISA and thread count, with the prefill roof of
+// the model's main weight format (eval::prefill_roof); else none.
+void check_roof_flags(std::optional<double> gbs, std::optional<double> gflops) {
   for (const auto& [name, v] : {std::pair{"--roof-gbs", gbs}, std::pair{"--roof-gflops", gflops}}) {
     if (v && !(*v > 0)) throw UsageError(std::string(name) + " must be a positive number");
   }
+}
+
+std::optional<eval::Roof> find_roof(std::optional<double> gbs, std::optional<double> gflops,
+                                    const std::string& file, int threads, formats::DType weights) {
   if (gbs || gflops) {
-    return eval::Roof{gbs.value_or(0), gflops.value_or(0), "--roof-gbs/--roof-gflops"};
+    return eval::Roof{gbs.value_or(0), gflops.value_or(0), "--roof-gflops", gflops.value_or(0),
+                      "--roof-gbs/--roof-gflops"};
   }
   if (auto t = eval::cached_limits(file, active_isa(), threads)) {
-    return eval::Roof{t->read_gb_per_s, t->fma_gflop_per_s, file};
+    const eval::PrefillRoof p = eval::prefill_roof(*t, weights, active_isa());
+    return eval::Roof{t->read_gb_per_s, t->fma_gflop_per_s, p.name, p.gop_per_s, file};
   }
   return std::nullopt;
 }
@@ -84,8 +90,9 @@ int cmd_bench(int argc, char** argv) {
   app.add_flag("--no-warmup", no_warmup, "skip the warm-up run before each test");
   app.add_flag("--json", as_json, "print one JSON object (fields: docs/BENCHMARKS.md)");
   app.add_flag("--machine", machine,
-               "measure this machine's read bandwidth and FP32 FMA peak for 1 and --threads "
-               "threads, print them and save them to --machine-file");
+               "measure this machine's read bandwidth and compute roofs (FP32 FMA; on the avx512 "
+               "and amx tiers also 512-bit FMA and int8 VNNI; on amx the int8 and bf16 tiles) "
+               "for 1 and --threads threads, print them and save them to --machine-file");
   app.add_option("--machine-file", machine_file,
                  "machine limits cache (default: ~/.cache/squeeze/machine.json)");
   app.add_option("--probe-mib", probe_mib, "read-probe buffer in MiB (much larger than the caches)")
@@ -93,7 +100,8 @@ int cmd_bench(int argc, char** argv) {
       ->check(CLI::Range(size_t{1}, size_t{1} << 20));
   app.add_flag("--probe-quick", quick, "one pass and 1/64 of the FMA work: rough, fast (tests)");
   app.add_option("--roof-gbs", roof_gbs, "read bandwidth roof in GB/s (instead of the cache)");
-  app.add_option("--roof-gflops", roof_gflops, "FP32 FMA roof in GFLOP/s (instead of the cache)");
+  app.add_option("--roof-gflops", roof_gflops,
+                 "prefill compute roof in G(FL)OP/s (instead of the cache)");
   if (auto rc = parse(app, argc, argv)) return *rc;
 
   return guarded([&] {
@@ -103,8 +111,7 @@ int cmd_bench(int argc, char** argv) {
 
     bo.warmup = !no_warmup;
     const std::vector<eval::BenchTest> tests = eval::bench_tests(bo);
-    const std::optional<eval::Roof> roof =
-        find_roof(roof_gbs, roof_gflops, machine_file, n_threads);
+    check_roof_flags(roof_gbs, roof_gflops);
     const std::string path = resolve_model_path(model_path);
     auto model = model::Model::load(path);
     const int64_t n_ctx = eval::bench_ctx_size(tests);
@@ -118,7 +125,7 @@ int cmd_bench(int argc, char** argv) {
     const auto sparsity = enable_act_sparsity(*model, act_sparsity, ctx, pool);
     eval::BenchReport rep =
         eval::make_report(*model, path, pool.size(), std::min(n_batch, n_ctx), n_ctx, bo.reps);
-    rep.roof = roof;
+    rep.roof = find_roof(roof_gbs, roof_gflops, machine_file, n_threads, rep.weights_format);
     for (const eval::BenchTest& t : tests) {
       if (!as_json) std::cerr << "running " << t.name() << " ...\n";
       rep.results.push_back(eval::run_bench(ctx, t, bo.reps, bo.warmup, bo.seed));

@@ -141,6 +141,7 @@ BenchReport make_report(const model::Model& m, const std::string& path, int thre
   const auto top = std::max_element(by_type.begin(), by_type.end(),
                                     [](auto& a, auto& b) { return a.second < b.second; });
   r.weights_type = top == by_type.end() ? "?" : std::string(formats::format_info(top->first).name);
+  if (top != by_type.end()) r.weights_format = top->first;
   r.threads = threads;
   r.isa = std::string(isa_name(active_isa()));
   r.n_batch = n_batch;
@@ -151,13 +152,13 @@ BenchReport make_report(const model::Model& m, const std::string& path, int thre
 
 namespace {
 
-// The fraction of the roof a result reached: GB/s over read bandwidth for tg, GFLOP/s over
-// FP32 FMA peak for pp.
+// The fraction of the roof a result reached: GB/s over read bandwidth for tg, the counted work
+// per second over the prefill roof for pp.
 std::optional<double> roof_fraction(const BenchReport& rep, const BenchResult& r) {
   if (!rep.roof) return std::nullopt;
   if (r.gb_per_s && rep.roof->read_gb_per_s > 0) return *r.gb_per_s / rep.roof->read_gb_per_s;
-  if (r.gflop_per_s && rep.roof->fma_gflop_per_s > 0) {
-    return *r.gflop_per_s / rep.roof->fma_gflop_per_s;
+  if (r.gflop_per_s && rep.roof->prefill_gop_per_s > 0) {
+    return *r.gflop_per_s / rep.roof->prefill_gop_per_s;
   }
   return std::nullopt;
 }
@@ -186,6 +187,8 @@ std::string report_json(const BenchReport& rep) {
   if (rep.roof) {
     roof = {{"read_gb_per_s", rep.roof->read_gb_per_s},
             {"fma_gflop_per_s", rep.roof->fma_gflop_per_s},
+            {"prefill_roof", rep.roof->prefill_name},
+            {"prefill_gop_per_s", rep.roof->prefill_gop_per_s},
             {"source", rep.roof->source}};
   }
   return json{{"model", rep.model_path},  {"file_bytes", rep.file_bytes},
@@ -208,8 +211,8 @@ std::string report_text(const BenchReport& rep) {
      << ", ctx: " << rep.n_ctx << ", reps: " << rep.reps << " after a warm-up\n";
   if (rep.roof) {
     os.precision(1);
-    os << "roof: read " << rep.roof->read_gb_per_s << " GB/s, FP32 FMA "
-       << rep.roof->fma_gflop_per_s << " GFLOP/s (" << rep.roof->source << ")\n";
+    os << "roof: read " << rep.roof->read_gb_per_s << " GB/s, prefill " << rep.roof->prefill_name
+       << " " << rep.roof->prefill_gop_per_s << " G(FL)OP/s (" << rep.roof->source << ")\n";
   } else {
     os << "roof: unknown (run `squeeze bench --machine` once, or pass --roof-gbs/--roof-gflops)\n";
   }

@@ -63,10 +63,14 @@ struct BenchResult {
 BenchResult run_bench(model::Context& ctx, const BenchTest& test, int reps, bool warmup,
                       uint64_t seed);
 
-// The machine limits bench compares with, at the thread count used.
+// The machine limits bench compares with, at the thread count used: read bandwidth for tg, and
+// for pp the compute roof of the instructions the model's prefill kernels use (PrefillRoof,
+// eval/machine.h), the FP32 FMA roof where the limits hold no other.
 struct Roof {
   double read_gb_per_s = 0;
   double fma_gflop_per_s = 0;
+  std::string prefill_name = "FP32 FMA";
+  double prefill_gop_per_s = 0;  // 1e9 ops/s (a multiply-add counts 2)
   std::string source;  // the machine file it came from, or "--roof-gbs/--roof-gflops"
 };
 
@@ -75,6 +79,7 @@ struct BenchReport {
   size_t file_bytes = 0;
   size_t weight_bytes = 0;     // gen_bytes_per_token
   std::string weights_type;    // format holding most weight bytes ("q4_1")
+  formats::DType weights_format = formats::DType::F32;  // the same as a type
   int threads = 0;
   std::string isa;             // kernels used: "avx2" or "scalar"
   int64_t n_batch = 0;

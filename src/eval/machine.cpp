@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "core/timer.h"
 #include "eval/machine_kernels.h"
+#include "formats/sq.h"
 
 namespace squeeze::eval {
 
@@ -118,28 +119,87 @@ double measure_read_gb_per_s(ThreadPool& pool, Isa isa, const uint64_t* words, s
   return best;
 }
 
-double measure_fma_gflop_per_s(ThreadPool& pool, Isa isa, const ProbeOptions& opt) {
-  const bool avx2 = use_avx2(isa);
+namespace {
+
+// Runs fma_chunks_per_thread * pool.size() chunks of loop(iters, chunk), each iters steps of
+// ops_per_iter operations, and returns the best of `passes` runs in 1e9 ops/s. loop returns a
+// value that depends on all its work (summed, so the loops stay).
+template <typename Loop>
+double measure_rate(ThreadPool& pool, const ProbeOptions& opt, int64_t iters, int64_t ops_per_iter,
+                    Loop loop) {
   const int64_t n_chunks = int64_t{std::max(1, opt.fma_chunks_per_thread)} * pool.size();
-  const int64_t iters = std::max<int64_t>(1, opt.fma_iters);
-  const int64_t fma_per_iter = avx2 ? detail::kFmaPerIterAvx2 : detail::kFmaPerIterScalar;
-  const double flop = 2.0 * static_cast<double>(fma_per_iter * iters * n_chunks);
+  iters = std::max<int64_t>(1, iters);
+  const double ops = static_cast<double>(ops_per_iter) * static_cast<double>(iters * n_chunks);
   std::vector<Sink> sink(static_cast<size_t>(pool.size()));
   double best = 0;
   for (int p = 0; p < std::max(1, opt.passes); ++p) {
     const Timer timer;
-    pool.run_chunks(n_chunks, [&](int64_t c, int ith) {
-      const float x = 0.5f + 1e-3f * static_cast<float>(c);
-      sink[ith].f += fma_loop(avx2, iters, x);
-    });
+    pool.run_chunks(n_chunks, [&](int64_t c, int ith) { sink[ith].f += loop(iters, c); });
     const double s = timer.seconds();
-    if (s > 0) best = std::max(best, flop / s / 1e9);
+    if (s > 0) best = std::max(best, ops / s / 1e9);
   }
   float all = 0;
   for (const Sink& s : sink) all += s.f;
-  volatile float observed = all;  // the results are used, so the loops stay
+  volatile float observed = all;
   (void)observed;
   return best;
+}
+
+}  // namespace
+
+double measure_fma_gflop_per_s(ThreadPool& pool, Isa isa, const ProbeOptions& opt) {
+  const bool avx2 = use_avx2(isa);
+  return measure_rate(pool, opt, opt.fma_iters,
+                      2 * (avx2 ? detail::kFmaPerIterAvx2 : detail::kFmaPerIterScalar),
+                      [&](int64_t iters, int64_t c) {
+                        return fma_loop(avx2, iters, 0.5f + 1e-3f * static_cast<float>(c));
+                      });
+}
+
+void measure_wide_roofs(ThreadPool& pool, Isa isa, const ProbeOptions& opt, ThreadLimits& t) {
+#if SQUEEZE_HAVE_AVX2_PROBE
+  if (uses_avx512(isa) && cpu_has_avx512()) {
+    t.fma512_gflop_per_s = measure_rate(pool, opt, opt.fma_iters, 2 * detail::kFmaPerIterAvx512,
+                                        [](int64_t iters, int64_t c) {
+                                          return detail::fma_loop_avx512(iters, 0.5f + 1e-3f * static_cast<float>(c));
+                                        });
+    t.vnni_gop_per_s = measure_rate(pool, opt, opt.fma_iters, detail::kVnniOpsPerIter,
+                                    [](int64_t iters, int64_t c) {
+                                      return static_cast<float>(detail::vnni_loop(iters, static_cast<int32_t>(c)));
+                                    });
+  }
+  if (isa == Isa::Amx && cpu_has_amx()) {
+    // A step of four tile products takes about as long as 8 steps of the FMA loop.
+    const int64_t iters = opt.fma_iters / 8;
+    t.amx_int8_gop_per_s = measure_rate(pool, opt, iters, detail::kAmxInt8OpsPerIter,
+                                        [](int64_t n, int64_t c) {
+                                          return static_cast<float>(detail::amx_int8_loop(n, static_cast<int32_t>(c)));
+                                        });
+    t.amx_bf16_gflop_per_s = measure_rate(pool, opt, iters, detail::kAmxBf16OpsPerIter,
+                                          [](int64_t n, int64_t c) {
+                                            return detail::amx_bf16_loop(n, c % 2 == 0 ? 1.0f : -1.0f);
+                                          });
+  }
+#else
+  (void)pool, (void)isa, (void)opt, (void)t;
+#endif
+}
+
+PrefillRoof prefill_roof(const ThreadLimits& t, formats::DType type, Isa isa) {
+  using formats::DType;
+  // The formats with AVX-512 VNNI tiles (docs/FORMATS.md).
+  const bool integer = type == DType::Q4_0 || type == DType::Q4_1 || type == DType::Q8_0 ||
+                       formats::is_sq(type);
+  const bool f16 = type == DType::F16;
+  auto pick = [&](const char* name, double v) -> PrefillRoof {
+    if (v > 0) return {name, v};
+    return {"FP32 FMA", t.fma_gflop_per_s};
+  };
+  if (isa == Isa::Amx && type == DType::Q4_0) return pick("AMX int8", t.amx_int8_gop_per_s);
+  if (isa == Isa::Amx && f16) return pick("AMX bf16", t.amx_bf16_gflop_per_s);
+  if (uses_avx512(isa) && integer) return pick("int8 VNNI", t.vnni_gop_per_s);
+  if (uses_avx512(isa) && f16) return pick("FP32 FMA 512-bit", t.fma512_gflop_per_s);
+  return {"FP32 FMA", t.fma_gflop_per_s};
 }
 
 MachineLimits measure_machine(int threads, Isa isa, const ProbeOptions& opt) {
@@ -165,6 +225,7 @@ MachineLimits measure_machine(int threads, Isa isa, const ProbeOptions& opt) {
     t.threads = n;
     t.read_gb_per_s = measure_read_gb_per_s(pool, isa, words.get(), n_words, opt.passes);
     t.fma_gflop_per_s = measure_fma_gflop_per_s(pool, isa, opt);
+    measure_wide_roofs(pool, isa, opt, t);
     m.by_threads.push_back(t);
   }
   return m;
@@ -189,6 +250,10 @@ json entry_json(const MachineLimits& m, const ThreadLimits& t) {
           {"threads", t.threads},
           {"read_gb_per_s", t.read_gb_per_s},
           {"fma_gflop_per_s", t.fma_gflop_per_s},
+          {"fma512_gflop_per_s", t.fma512_gflop_per_s},
+          {"vnni_gop_per_s", t.vnni_gop_per_s},
+          {"amx_int8_gop_per_s", t.amx_int8_gop_per_s},
+          {"amx_bf16_gflop_per_s", t.amx_bf16_gflop_per_s},
           {"buffer_bytes", m.buffer_bytes},
           {"date", m.date}};
 }
@@ -208,8 +273,12 @@ std::optional<std::vector<MachineLimits>> read_machine_file(const std::string& p
       m.isa = e.at("isa").get<std::string>();
       m.buffer_bytes = e.at("buffer_bytes").get<size_t>();
       m.date = e.at("date").get<std::string>();
+      // The wide roofs are absent from files of older versions: 0, not measured.
       m.by_threads.push_back({e.at("threads").get<int>(), e.at("read_gb_per_s").get<double>(),
-                              e.at("fma_gflop_per_s").get<double>()});
+                              e.at("fma_gflop_per_s").get<double>(),
+                              e.value("fma512_gflop_per_s", 0.0), e.value("vnni_gop_per_s", 0.0),
+                              e.value("amx_int8_gop_per_s", 0.0),
+                              e.value("amx_bf16_gflop_per_s", 0.0)});
       out.push_back(std::move(m));
     }
   } catch (const json::exception& e) {
@@ -250,7 +319,11 @@ std::string machine_to_json(const MachineLimits& m) {
   for (const ThreadLimits& t : m.by_threads) {
     rows.push_back({{"threads", t.threads},
                     {"read_gb_per_s", t.read_gb_per_s},
-                    {"fma_gflop_per_s", t.fma_gflop_per_s}});
+                    {"fma_gflop_per_s", t.fma_gflop_per_s},
+                    {"fma512_gflop_per_s", t.fma512_gflop_per_s},
+                    {"vnni_gop_per_s", t.vnni_gop_per_s},
+                    {"amx_int8_gop_per_s", t.amx_int8_gop_per_s},
+                    {"amx_bf16_gflop_per_s", t.amx_bf16_gflop_per_s}});
   }
   return json{{"isa", m.isa}, {"buffer_bytes", m.buffer_bytes}, {"date", m.date},
               {"by_threads", rows}}
@@ -263,9 +336,19 @@ std::string machine_to_text(const MachineLimits& m) {
   os.precision(1);
   os << "machine limits (" << m.date << ", probe isa " << m.isa << ", read buffer "
      << (m.buffer_bytes >> 20) << " MiB, best of passes)\n"
-     << "| threads | read GB/s | FP32 FMA GFLOP/s |\n|---:|---:|---:|\n";
+     << "| threads | read GB/s | FP32 FMA GFLOP/s | FMA 512-bit GFLOP/s | int8 VNNI GOP/s | "
+        "AMX int8 GOP/s | AMX bf16 GFLOP/s |\n|---:|---:|---:|---:|---:|---:|---:|\n";
+  auto cell = [&](double v) {
+    if (v > 0) os << v;
+    os << " |";
+  };
   for (const ThreadLimits& t : m.by_threads) {
-    os << "| " << t.threads << " | " << t.read_gb_per_s << " | " << t.fma_gflop_per_s << " |\n";
+    os << "| " << t.threads << " | " << t.read_gb_per_s << " | " << t.fma_gflop_per_s << " |";
+    for (double v : {t.fma512_gflop_per_s, t.vnni_gop_per_s, t.amx_int8_gop_per_s, t.amx_bf16_gflop_per_s}) {
+      os << " ";
+      cell(v);
+    }
+    os << "\n";
   }
   return os.str();
 }

@@ -11,6 +11,7 @@
 
 #include "core/cpu.h"
 #include "core/thread_pool.h"
+#include "formats/format.h"
 
 namespace squeeze::eval {
 
@@ -21,15 +22,31 @@ struct ProbeOptions {
   int fma_chunks_per_thread = 16;
 };
 
-// One thread count's limits.
+// One thread count's limits, all threads together; 1e9 operations per second, a multiply-add
+// counting 2. The compute roofs of the wider tiers are 0 where the probe's ISA lacks them.
 struct ThreadLimits {
   int threads = 0;
-  double read_gb_per_s = 0;     // 1e9 bytes/s read, all threads together
-  double fma_gflop_per_s = 0;   // 1e9 FLOP/s, one multiply-add = 2 FLOP, all threads together
+  double read_gb_per_s = 0;        // 1e9 bytes/s read
+  double fma_gflop_per_s = 0;      // FP32 multiply-adds, 256-bit (the avx2 probe) or scalar
+  double fma512_gflop_per_s = 0;   // FP32 multiply-adds on 512-bit registers (avx512, amx)
+  double vnni_gop_per_s = 0;       // int8 products, vpdpbusd on 512-bit registers (avx512, amx)
+  double amx_int8_gop_per_s = 0;   // int8 tile products, tdpbssd (amx)
+  double amx_bf16_gflop_per_s = 0; // bf16 tile products, tdpbf16ps (amx)
 };
 
+// The compute roof a prefill of weights in `type` runs against on `isa`: the rate of the
+// instructions its batched products are built from (Q4_0 on amx: int8 tiles; F16 on amx: bf16
+// tiles; the integer formats on avx512 / amx: vpdpbusd; F16 on avx512: 512-bit FMA; else the
+// FP32 FMA roof). Name and 1e9 ops/s; 0 when the limits do not hold that roof.
+struct PrefillRoof {
+  std::string name;
+  double gop_per_s = 0;
+};
+PrefillRoof prefill_roof(const ThreadLimits& t, formats::DType type, Isa isa);
+
 struct MachineLimits {
-  std::string isa;              // probe kernels used: "avx2" (256-bit loads, FMA) or "scalar"
+  std::string isa;              // probe kernels used: "scalar", "avx2" (256-bit loads, FMA),
+                                // "avx512" (+ 512-bit FMA, VNNI), "amx" (+ int8 / bf16 tiles)
   size_t buffer_bytes = 0;
   std::string date;             // YYYY-MM-DD of the measurement
   std::vector<ThreadLimits> by_threads;
@@ -43,6 +60,8 @@ double measure_read_gb_per_s(ThreadPool& pool, Isa isa, const uint64_t* words, s
 // Runs fma_chunks_per_thread * pool.size() chunks of independent multiply-adds and returns the
 // best of `passes` runs in GFLOP/s.
 double measure_fma_gflop_per_s(ThreadPool& pool, Isa isa, const ProbeOptions& opt);
+// The compute roofs of the AVX-512 and AMX tiers into t (those `isa` has), the same way.
+void measure_wide_roofs(ThreadPool& pool, Isa isa, const ProbeOptions& opt, ThreadLimits& t);
 
 // Measures 1 thread and, when larger, `threads` threads. isa Avx2 requires cpu_has_avx2().
 MachineLimits measure_machine(int threads, Isa isa, const ProbeOptions& opt = {});

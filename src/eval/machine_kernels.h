@@ -1,6 +1,6 @@
 // Internal: the inner loops of the machine probe (machine.cpp), one scalar and one AVX2 twin
-// each. The AVX2 ones live in machine_avx2.cpp, compiled with SQUEEZE_AVX2_FLAGS, and may only
-// be called after cpu_has_avx2() (core/cpu.h) said yes.
+// each, plus the compute loops of the AVX-512 and AMX tiers. Each lives in a file compiled for
+// its ISA and may only be called after core/cpu.h said the CPU has it.
 #pragma once
 
 #include <cstddef>
@@ -20,5 +20,19 @@ inline constexpr int64_t kFmaPerIterScalar = 32;     // 32 float accumulators
 inline constexpr int64_t kFmaPerIterAvx2 = 12 * 8;   // 12 ymm accumulators of 8 floats
 float fma_loop_scalar(int64_t iters, float x);
 float fma_loop_avx2(int64_t iters, float x);
+
+// The compute roofs of the AVX-512 and AMX tiers, each `iters` steps of independent work, in
+// operations (a multiply-add is 2) per step. machine_avx512.cpp (after cpu_has_avx512()):
+// FP32 multiply-adds on 512-bit registers and int8 products with vpdpbusd (u8 x s8, 4 per
+// 32-bit lane). machine_amx.cpp (after cpu_has_amx()): tile products on four 16 x 16 C tiles,
+// tdpbssd (int8, 64 per output) and tdpbf16ps (bf16, 32 per output).
+inline constexpr int64_t kFmaPerIterAvx512 = 12 * 16;            // multiply-adds
+inline constexpr int64_t kVnniOpsPerIter = 12 * 16 * 4 * 2;      // 12 zmm x 16 lanes x 4
+inline constexpr int64_t kAmxInt8OpsPerIter = 4 * 16 * 16 * 64 * 2;
+inline constexpr int64_t kAmxBf16OpsPerIter = 4 * 16 * 16 * 32 * 2;
+float fma_loop_avx512(int64_t iters, float x);
+int32_t vnni_loop(int64_t iters, int32_t x);
+int32_t amx_int8_loop(int64_t iters, int32_t x);
+float amx_bf16_loop(int64_t iters, float x);
 
 }  // namespace squeeze::eval::detail

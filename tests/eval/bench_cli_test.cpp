@@ -12,6 +12,9 @@
 #include <sstream>
 
 #include "cli_run.h"
+#include "core/cpu.h"
+#include "eval/machine.h"
+#include "formats/format.h"
 #include "temp_dir.h"
 #include "tiny_model.h"
 
@@ -118,6 +121,18 @@ TEST(BenchCli, MachineProbeIsCachedAndUsed) {
   ASSERT_FALSE(j["roof"].is_null());
   EXPECT_EQ(j["roof"]["source"], file);
   EXPECT_EQ(j["roof"]["read_gb_per_s"], m["by_threads"][1]["read_gb_per_s"]);
+  // The prefill roof is the one of the tiny model's format on this CPU's tier.
+  eval::ThreadLimits t;
+  t.fma_gflop_per_s = m["by_threads"][1]["fma_gflop_per_s"];
+  t.fma512_gflop_per_s = m["by_threads"][1]["fma512_gflop_per_s"];
+  t.vnni_gop_per_s = m["by_threads"][1]["vnni_gop_per_s"];
+  t.amx_int8_gop_per_s = m["by_threads"][1]["amx_int8_gop_per_s"];
+  t.amx_bf16_gflop_per_s = m["by_threads"][1]["amx_bf16_gflop_per_s"];
+  const auto type = formats::format_by_name(j["weights_type"].get<std::string>());
+  ASSERT_NE(type, nullptr);
+  const eval::PrefillRoof want = eval::prefill_roof(t, type->type, active_isa());
+  EXPECT_EQ(j["roof"]["prefill_roof"], want.name);
+  EXPECT_EQ(j["roof"]["prefill_gop_per_s"].get<double>(), want.gop_per_s);
   for (const json& t : j["results"]) EXPECT_GT(t["roof_fraction"].get<double>(), 0);
 
   // A thread count the file does not hold: no roof rather than a wrong one.

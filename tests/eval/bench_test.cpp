@@ -179,7 +179,7 @@ TEST(BenchRun, TinyModelGivesPositiveSpeeds) {
   // A test larger than the context is refused before it runs.
   EXPECT_THROW(run_bench(ctx, {BenchKind::Prompt, 33}, 1, false, 1), UsageError);
 
-  rep.roof = Roof{20.0, 100.0, "test"};
+  rep.roof = Roof{20.0, 100.0, "test prefill roof", 300.0, "test"};
   const auto j = nlohmann::json::parse(report_json(rep));
   for (const char* k : {"model", "file_bytes", "weight_bytes", "weights_type", "threads", "isa",
                         "n_batch", "n_ctx", "reps", "roof", "results"}) {
@@ -195,7 +195,9 @@ TEST(BenchRun, TinyModelGivesPositiveSpeeds) {
   EXPECT_TRUE(pp["gb_per_s"].is_null());
   EXPECT_GT(tg["gb_per_s"].get<double>(), 0);
   EXPECT_NEAR(tg["roof_fraction"].get<double>(), tg["gb_per_s"].get<double>() / 20.0, 1e-12);
-  EXPECT_NEAR(pp["roof_fraction"].get<double>(), pp["gflop_per_s"].get<double>() / 100.0, 1e-12);
+  // pp against the prefill roof, not the FP32 FMA one.
+  EXPECT_NEAR(pp["roof_fraction"].get<double>(), pp["gflop_per_s"].get<double>() / 300.0, 1e-12);
+  EXPECT_EQ(j["roof"]["prefill_roof"], "test prefill roof");
   EXPECT_NE(report_text(rep).find("| tg8 |"), std::string::npos);
 }
 
@@ -223,6 +225,45 @@ TEST(MachineProbe, PositiveNumbersScalarAndAvx2) {
     }
   }
   EXPECT_THROW(measure_machine(0, Isa::Scalar, small_probe()), UsageError);
+}
+
+// The wide tiers also measure their compute roofs, and only theirs.
+TEST(MachineProbe, WideRoofsOfTheAvx512AndAmxTiers) {
+  const ThreadLimits scalar = measure_machine(1, Isa::Scalar, small_probe()).by_threads[0];
+  EXPECT_EQ(scalar.fma512_gflop_per_s + scalar.vnni_gop_per_s + scalar.amx_int8_gop_per_s +
+                scalar.amx_bf16_gflop_per_s,
+            0);
+  if (!cpu_has_avx512()) GTEST_SKIP() << "no AVX-512";
+  const ThreadLimits v = measure_machine(1, Isa::Avx512, small_probe()).by_threads[0];
+  EXPECT_GT(v.fma512_gflop_per_s, 0);
+  EXPECT_GT(v.vnni_gop_per_s, 0);
+  EXPECT_EQ(v.amx_int8_gop_per_s, 0);
+  EXPECT_EQ(v.amx_bf16_gflop_per_s, 0);
+  if (!cpu_has_amx()) GTEST_SKIP() << "no AMX";
+  const ThreadLimits a = measure_machine(1, Isa::Amx, small_probe()).by_threads[0];
+  EXPECT_GT(a.amx_int8_gop_per_s, 0);
+  EXPECT_GT(a.amx_bf16_gflop_per_s, 0);
+  // Tiles multiply far more per instruction than vectors (8-16x on these CPUs).
+  EXPECT_GT(a.amx_int8_gop_per_s, 2 * a.vnni_gop_per_s);
+}
+
+TEST(MachineProbe, PrefillRoofFollowsTheKernels) {
+  ThreadLimits t{1, 10, 100, 200, 400, 3000, 1500};
+  using formats::DType;
+  EXPECT_EQ(prefill_roof(t, DType::Q4_0, Isa::Amx).name, "AMX int8");
+  EXPECT_EQ(prefill_roof(t, DType::Q4_0, Isa::Amx).gop_per_s, 3000);
+  EXPECT_EQ(prefill_roof(t, DType::F16, Isa::Amx).gop_per_s, 1500);
+  EXPECT_EQ(prefill_roof(t, DType::Q4_1, Isa::Amx).gop_per_s, 400);  // VNNI tiles on amx too
+  EXPECT_EQ(prefill_roof(t, DType::Q8_0, Isa::Avx512).gop_per_s, 400);
+  EXPECT_EQ(prefill_roof(t, DType::SQ3_G64, Isa::Avx512).gop_per_s, 400);
+  EXPECT_EQ(prefill_roof(t, DType::Q4_0, Isa::Avx512).gop_per_s, 400);
+  EXPECT_EQ(prefill_roof(t, DType::F16, Isa::Avx512).gop_per_s, 200);
+  EXPECT_EQ(prefill_roof(t, DType::Q4_K, Isa::Avx512).gop_per_s, 100);  // AVX2 dot products
+  EXPECT_EQ(prefill_roof(t, DType::Q4_0, Isa::Avx2).gop_per_s, 100);
+  // A file without the wide roofs (an older version's): the FP32 FMA roof.
+  const ThreadLimits old{1, 10, 100};
+  EXPECT_EQ(prefill_roof(old, DType::Q4_0, Isa::Amx).name, "FP32 FMA");
+  EXPECT_EQ(prefill_roof(old, DType::Q4_0, Isa::Amx).gop_per_s, 100);
 }
 
 #if defined(__x86_64__)
@@ -255,6 +296,19 @@ TEST(MachineFile, RoundTripMergeAndErrors) {
   EXPECT_EQ(two->fma_gflop_per_s, 41.0);
   EXPECT_FALSE(cached_limits(p.string(), Isa::Avx2, 2).has_value());
   EXPECT_EQ(read_machine_file(p.string())->size(), 2u);
+
+  // Files of older versions carry no wide roofs: they read as 0.
+  {
+    std::ofstream(p) << R"({"entries": [{"isa": "avx512", "threads": 1, "read_gb_per_s": 5,)"
+                     << R"( "fma_gflop_per_s": 6, "buffer_bytes": 8, "date": "2026-01-01"}]})";
+  }
+  const auto old = cached_limits(p.string(), Isa::Avx512, 1);
+  ASSERT_TRUE(old);
+  EXPECT_EQ(old->fma_gflop_per_s, 6.0);
+  EXPECT_EQ(old->vnni_gop_per_s, 0.0);
+  MachineLimits c{"avx512", 8, "2026-01-03", {{1, 5.0, 6.0, 7.0, 8.0, 0.0, 0.0}}};
+  write_machine_file(p.string(), c);
+  EXPECT_EQ(cached_limits(p.string(), Isa::Avx512, 1)->vnni_gop_per_s, 8.0);
 
   std::ofstream(p) << "{ not json";
   EXPECT_THROW(read_machine_file(p.string()), FormatError);

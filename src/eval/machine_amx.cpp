@@ -6,25 +6,19 @@
 #include <cstring>
 
 #include "eval/machine_kernels.h"
+#include "formats/amx_util.h"
 
 namespace squeeze::eval::detail {
 
 namespace {
 
-struct alignas(64) TileConfig {
-  uint8_t palette_id;
-  uint8_t start_row;
-  uint8_t reserved[14];
-  uint16_t colsb[16];
-  uint8_t rows[16];
-};
+using formats::amx::configure_tiles;
 
-// Tiles 0-3 C, 4-5 A, 6-7 B: all 16 rows x 64 bytes, A and B filled with `fill`.
+// Tiles 0-3 C, 4-5 A, 6-7 B: all 16 rows x 64 bytes, A and B filled with `fill`, C zero.
 void configure_full_tiles(const void* fill) {
-  TileConfig c{};
-  c.palette_id = 1;
-  for (int t = 0; t < 8; ++t) c.rows[t] = 16, c.colsb[t] = 64;
-  _tile_loadconfig(&c);
+  const uint8_t rows[8] = {16, 16, 16, 16, 16, 16, 16, 16};
+  const uint16_t colsb[8] = {64, 64, 64, 64, 64, 64, 64, 64};
+  configure_tiles(8, rows, colsb);
   _tile_loadd(4, fill, 64);
   _tile_loadd(5, fill, 64);
   _tile_loadd(6, fill, 64);
@@ -33,6 +27,17 @@ void configure_full_tiles(const void* fill) {
   _tile_zero(1);
   _tile_zero(2);
   _tile_zero(3);
+}
+
+// Stores the four C tiles, hands the tile state back, and returns a value of all four.
+template <typename T>
+T finish(T (&c)[4][16 * 16]) {
+  _tile_stored(0, c[0], 64);
+  _tile_stored(1, c[1], 64);
+  _tile_stored(2, c[2], 64);
+  _tile_stored(3, c[3], 64);
+  formats::amx::release_tiles();
+  return c[0][0] + c[1][17] + c[2][34] + c[3][255];
 }
 
 }  // namespace
@@ -48,12 +53,7 @@ int32_t amx_int8_loop(int64_t iters, int32_t x) {
     _tile_dpbssd(3, 5, 7);
   }
   alignas(64) int32_t c[4][16 * 16];
-  _tile_stored(0, c[0], 64);
-  _tile_stored(1, c[1], 64);
-  _tile_stored(2, c[2], 64);
-  _tile_stored(3, c[3], 64);
-  _tile_release();
-  return c[0][0] + c[1][17] + c[2][34] + c[3][255];
+  return finish(c);
 }
 
 float amx_bf16_loop(int64_t iters, float x) {
@@ -68,12 +68,7 @@ float amx_bf16_loop(int64_t iters, float x) {
     _tile_dpbf16ps(3, 5, 7);
   }
   alignas(64) float c[4][16 * 16];
-  _tile_stored(0, c[0], 64);
-  _tile_stored(1, c[1], 64);
-  _tile_stored(2, c[2], 64);
-  _tile_stored(3, c[3], 64);
-  _tile_release();
-  return c[0][0] + c[1][17] + c[2][34] + c[3][255];
+  return finish(c);
 }
 
 }  // namespace squeeze::eval::detail

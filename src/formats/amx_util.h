@@ -1,6 +1,6 @@
-// Internal to the AMX kernels (amx_*.cpp, compiled with the AMX flags; never include it from
-// other files): the tile configuration and small helpers, in an unnamed namespace so that no
-// AMX-compiled copy of them can be linked into code for other CPUs.
+// Internal to the files compiled with the AMX flags (formats/amx_*.cpp, eval/machine_amx.cpp;
+// never include it from others): the tile configuration and small helpers, in an unnamed
+// namespace so that no AMX-compiled copy of them can be linked into code for other CPUs.
 #pragma once
 
 #include <immintrin.h>
@@ -28,6 +28,9 @@ inline void configure_tiles(int n, const uint8_t* rows, const uint16_t* colsb) {
   TileConfig c{};
   c.palette_id = 1;
   for (int t = 0; t < n; ++t) c.rows[t] = rows[t], c.colsb[t] = colsb[t];
+  // GCC's _tile_loadconfig tells the compiler it reads only the first 8 bytes of the
+  // configuration, so the stores above could be dropped as dead: make them visible first.
+  __asm__ __volatile__("" : : "r"(&c) : "memory");
   _tile_loadconfig(&c);
 }
 

@@ -88,7 +88,7 @@ Calibrator::Calibrator(const model::Model& m, std::vector<std::vector<int32_t>> 
       samples_(std::move(samples)),
       pool_(pool),
       ctx_(samples_.empty() ? 0 : static_cast<int64_t>(samples_[0].size())),
-      kv_(m.hparams(), std::max<int64_t>(ctx_, 1)),
+      kv_(model::make_kv_cache(m.hparams(), std::max<int64_t>(ctx_, 1))),
       scratch_(m.hparams(), std::max<int64_t>(ctx_, 1)) {
   const int64_t n_embd = m.hparams().n_embd;
   for (const auto& s : samples_) {

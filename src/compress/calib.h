@@ -70,7 +70,7 @@ class Calibrator {
   ThreadPool& pool_;
   int64_t ctx_;
   std::vector<float> hidden_;  // [n_samples, ctx, n_embd]
-  model::KvCache kv_;
+  kv::KvCache kv_;
   model::ForwardScratch scratch_;
 };
 

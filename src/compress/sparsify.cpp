@@ -70,7 +70,7 @@ std::vector<double> greedy_allocation(const model::Model& m, const CalibSamples&
   };
   std::vector<float> x(static_cast<size_t>(n_win) * win), y(x.size());
   for (int64_t g = 0; g < n_win; ++g) model::embed_llama(m, calib.samples[g], x.data() + g * win);
-  model::KvCache kv(hp, ctx);
+  kv::KvCache kv = model::make_kv_cache(hp, ctx);
   model::ForwardScratch fs(hp, ctx);
   model::ActSparsity policy(m, t, 0.0, pool, std::nullopt, /*column_layouts=*/false);
   const int64_t p0 = ctx - std::max<int64_t>(1, std::llround(kGreedyScoredFraction * ctx));

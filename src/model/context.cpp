@@ -8,11 +8,9 @@
 
 namespace squeeze::model {
 
-KvCache::KvCache(const HParams& hp, int64_t n_ctx_)
-    : n_ctx(n_ctx_),
-      row(hp.n_head_kv * hp.head_dim),
-      k(static_cast<size_t>(hp.n_layer * n_ctx_ * row)),
-      v(static_cast<size_t>(hp.n_layer * n_ctx_ * row)) {}
+kv::KvCache make_kv_cache(const HParams& hp, int64_t n_ctx) {
+  return kv::KvCache(hp.n_layer, hp.n_head_kv * hp.head_dim, n_ctx);
+}
 
 ForwardScratch::ForwardScratch(const HParams& hp, int64_t n_batch_)
     : n_batch(n_batch_),
@@ -39,10 +37,13 @@ static int64_t checked_ctx(const HParams& hp, int64_t n_ctx) {
 Context::Context(const Model& model, int64_t n_ctx, ThreadPool& pool, int64_t n_batch)
     : model_(model),
       pool_(pool),
-      kv_(model.hparams(), checked_ctx(model.hparams(), n_ctx)),
+      kv_(make_kv_cache(model.hparams(), checked_ctx(model.hparams(), n_ctx))),
       s_(model.hparams(), std::max<int64_t>(1, std::min(n_batch, n_ctx))) {}
 
-void Context::truncate(int64_t n) { n_past_ = std::clamp<int64_t>(n, 0, n_past_); }
+void Context::truncate(int64_t n) {
+  n_past_ = std::clamp<int64_t>(n, 0, n_past_);
+  kv_.free_from(n_past_);
+}
 
 std::span<const float> Context::decode(std::span<const int32_t> tokens, bool all_logits) {
   const int64_t n = static_cast<int64_t>(tokens.size());
@@ -57,9 +58,9 @@ std::span<const float> Context::decode_from(std::span<const int32_t> tokens, int
     throw UsageError("decode_from: first row " + std::to_string(first) + " is outside 0.." +
                      std::to_string(n));
   }
-  if (n_past_ + n > kv_.n_ctx) {
+  if (n_past_ + n > kv_.n_cells()) {
     throw Error("context overflow: " + std::to_string(n_past_) + " tokens in the cache + " +
-                std::to_string(n) + " new > context size " + std::to_string(kv_.n_ctx) +
+                std::to_string(n) + " new > context size " + std::to_string(kv_.n_cells()) +
                 " (raise --ctx)");
   }
   for (int32_t t : tokens) {
@@ -81,6 +82,7 @@ std::span<const float> Context::decode_from(std::span<const int32_t> tokens, int
     }
     args.callback = &callback_;
     forward_llama(model_, kv_, s_, pool_, args);
+    kv_.occupy(n_past_, len, static_cast<int32_t>(n_past_), 0);
     n_past_ += len;
   }
   return logits_;

@@ -9,6 +9,7 @@
 
 #include "core/fp16.h"
 #include "core/thread_pool.h"
+#include "kv/kv_cache.h"
 #include "model/act_sparsity.h"
 #include "model/model.h"
 #include "ops/attention.h"
@@ -22,16 +23,8 @@ using TensorCallback =
     std::function<void(std::string_view name, int layer, const float* data, int64_t n_tokens,
                        int64_t width)>;
 
-struct KvCache {
-  KvCache(const HParams& hp, int64_t n_ctx);
-  int64_t n_ctx;
-  int64_t row;                 // n_head_kv * head_dim
-  std::vector<f16_t> k;        // [n_layer, n_ctx, n_head_kv * head_dim]
-  std::vector<f16_t> v;        // [n_layer, n_ctx, n_head_kv * head_dim]
-  f16_t* k_layer(int64_t il) { return k.data() + il * n_ctx * row; }
-  f16_t* v_layer(int64_t il) { return v.data() + il * n_ctx * row; }
-  size_t bytes() const { return (k.size() + v.size()) * sizeof(f16_t); }
-};
+// A KV cache of n_ctx cells for the model's layers and kv heads.
+kv::KvCache make_kv_cache(const HParams& hp, int64_t n_ctx);
 
 // Scratch for one forward chunk of up to n_batch tokens.
 struct ForwardScratch {
@@ -82,7 +75,7 @@ class Context {
   std::span<const float> decode_from(std::span<const int32_t> tokens, int64_t first);
 
   int64_t n_past() const { return n_past_; }
-  int64_t n_ctx() const { return kv_.n_ctx; }
+  int64_t n_ctx() const { return kv_.n_cells(); }
   // Forgets the sequence (keeps the buffers).
   void reset() { n_past_ = 0; }
   // Drops positions >= n (e.g. to reuse a shared prompt prefix).
@@ -102,7 +95,7 @@ class Context {
 
   const Model& model_;
   ThreadPool& pool_;
-  KvCache kv_;
+  kv::KvCache kv_;
   ForwardScratch s_;
   std::vector<float> logits_;  // [n_batch or 1, n_vocab] grown on demand
   int64_t n_past_ = 0;

@@ -226,7 +226,7 @@ bool sparse_mlp_by_neurons(const HParams& hp, const LayerWeights& L, const Spars
 
 // One transformer block on the residual stream s.x ([n, n_embd], in place). Every
 // intermediate has a name (passed to the callback).
-void forward_llama_layer(const Model& m, int64_t il, KvCache& kv, ForwardScratch& s,
+void forward_llama_layer(const Model& m, int64_t il, kv::KvCache& kv, ForwardScratch& s,
                          ThreadPool& pool, int64_t n, int64_t pos0,
                          const TensorCallback* callback) {
   const HParams& hp = m.hparams();
@@ -253,7 +253,6 @@ void forward_llama_layer(const Model& m, int64_t il, KvCache& kv, ForwardScratch
   const ops::AttentionShape shape{static_cast<int>(hp.n_head), static_cast<int>(hp.n_head_kv),
                                   static_cast<int>(hp.head_dim),
                                   1.0f / std::sqrt(static_cast<float>(hp.head_dim))};
-  const auto& f16 = formats::kernels(formats::DType::F16);
   const LayerWeights& L = m.layers[il];
   float* x = s.x.data();
 
@@ -353,13 +352,8 @@ void forward_llama_layer(const Model& m, int64_t il, KvCache& kv, ForwardScratch
   cb("q", s.q.data(), n, n_q);
   cb("k", s.k.data(), n, n_kv);
   cb("v", s.v.data(), n, n_kv);
-  f16_t* kc = kv.k_layer(il);
-  f16_t* vc = kv.v_layer(il);
-  for (int64_t t = 0; t < n; ++t) {
-    f16.quantize_row(s.k.data() + t * n_kv, kc + (pos0 + t) * kv.row, n_kv);
-    f16.quantize_row(s.v.data() + t * n_kv, vc + (pos0 + t) * kv.row, n_kv);
-  }
-  ops::attention(shape, s.q.data(), n, pos0, kc, vc, s.attn.data(), pool, s.att);
+  kv.store(il, pos0, n, s.k.data(), s.v.data());
+  ops::attention(shape, s.q.data(), n, pos0, kv.view(il, pos0 + n), s.attn.data(), pool, s.att);
   cb("kqv_out", s.attn.data(), n, n_q);
   if (teal) {
     const int64_t kept = sparsify(s.attn.data(), n_q, sparsity::kAttnOut);
@@ -449,7 +443,7 @@ void forward_llama_layer(const Model& m, int64_t il, KvCache& kv, ForwardScratch
 }
 
 // The forward pass of one chunk.
-void forward_llama(const Model& m, KvCache& kv, ForwardScratch& s, ThreadPool& pool,
+void forward_llama(const Model& m, kv::KvCache& kv, ForwardScratch& s, ThreadPool& pool,
                    const ForwardArgs& a) {
   const HParams& hp = m.hparams();
   const int64_t n = static_cast<int64_t>(a.tokens.size());

@@ -19,7 +19,7 @@ struct ForwardArgs {
   const TensorCallback* callback = nullptr;
 };
 
-void forward_llama(const Model& m, KvCache& kv, ForwardScratch& s, ThreadPool& pool,
+void forward_llama(const Model& m, kv::KvCache& kv, ForwardScratch& s, ThreadPool& pool,
                    const ForwardArgs& args);
 
 // The pieces of forward_llama, for callers that run the blocks one at a time (calibration):
@@ -27,7 +27,7 @@ void forward_llama(const Model& m, KvCache& kv, ForwardScratch& s, ThreadPool& p
 void embed_llama(const Model& m, std::span<const int32_t> tokens, float* x);
 // Block `il` on the residual stream s.x ([n, n_embd], updated in place) for tokens at
 // positions pos0.., writing their K and V into kv's layer il.
-void forward_llama_layer(const Model& m, int64_t il, KvCache& kv, ForwardScratch& s,
+void forward_llama_layer(const Model& m, int64_t il, kv::KvCache& kv, ForwardScratch& s,
                          ThreadPool& pool, int64_t n, int64_t pos0,
                          const TensorCallback* callback);
 

@@ -1,6 +1,7 @@
 #include "ops/attention.h"
 
 #include <algorithm>
+#include <cassert>
 #include <cmath>
 
 #include "formats/format.h"
@@ -28,11 +29,13 @@ void widen_key_blocks(const f16_t* k, int64_t stride, int64_t n, int64_t width, 
 }
 
 void attention(const AttentionShape& shape, const float* q, int64_t n_tokens, int64_t pos0,
-               const f16_t* k, const f16_t* v, float* out, ThreadPool& pool,
-               AttentionScratch& scratch) {
+               const KvView& kv, float* out, ThreadPool& pool, AttentionScratch& scratch) {
   const int hd = shape.head_dim;
   const int64_t q_stride = static_cast<int64_t>(shape.n_head) * hd;
-  const int64_t kv_stride = static_cast<int64_t>(shape.n_head_kv) * hd;
+  const int64_t kv_stride = kv.row_stride;
+  assert(kv_stride >= static_cast<int64_t>(shape.n_head_kv) * hd && kv.n >= pos0 + n_tokens);
+  const f16_t* k = kv.k;
+  const f16_t* v = kv.v;
   const int group = shape.n_head / shape.n_head_kv;
   const int64_t n_ctx_used = pos0 + n_tokens;
   const auto& f16k = formats::kernels(formats::DType::F16);

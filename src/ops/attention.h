@@ -6,6 +6,7 @@
 
 #include "core/fp16.h"
 #include "core/thread_pool.h"
+#include "ops/kv_view.h"
 
 namespace squeeze::ops {
 
@@ -23,15 +24,14 @@ struct AttentionShape {
 
 // For each token t < n_tokens at position pos0 + t and each head h:
 //   out[t, h] = softmax_j(scale * q[t, h] . k[j, h / group]) v[j, h / group],  j <= pos0 + t.
-//   q:   [n_tokens, n_head * head_dim]              (rotary already applied)
-//   k,v: [n_ctx, n_head_kv * head_dim] half floats  (cache rows 0..pos0+n_tokens-1 filled)
+//   q:   [n_tokens, n_head * head_dim]  (rotary already applied)
+//   kv:  the sequence's cache, cells 0..pos0+n_tokens-1 filled (kv.n at least that)
 //   out: [n_tokens, n_head * head_dim]
 // Computed as llama.cpp's CPU back end does with flash attention off, to the bit (pv.h): Q
 // rounded to half for Q.K, ggml's softmax, probabilities rounded to half for P.V, sums in its
 // order (tinyBLAS for a batch, ggml_vec_dot_f16 for one token).
 void attention(const AttentionShape& shape, const float* q, int64_t n_tokens, int64_t pos0,
-               const f16_t* k, const f16_t* v, float* out, ThreadPool& pool,
-               AttentionScratch& scratch);
+               const KvView& kv, float* out, ThreadPool& pool, AttentionScratch& scratch);
 
 // out[i] = silu(gate[i]) * up[i]
 void swiglu(const float* gate, const float* up, int64_t n, float* out);

@@ -65,7 +65,8 @@ TEST(Attention, MatchesNaiveCausalGqa) {
     ThreadPool pool(threads);
     AttentionScratch scratch;
     std::vector<float> out(n_tokens * q_row);
-    attention(shape, q.data(), n_tokens, pos0, k.data(), v.data(), out.data(), pool, scratch);
+    attention(shape, q.data(), n_tokens, pos0, KvView{k.data(), v.data(), kv_row, n_ctx},
+              out.data(), pool, scratch);
     for (int64_t t = 0; t < n_tokens; ++t) {
       for (int h = 0; h < 6; ++h) {
         const int hk = h / 3;

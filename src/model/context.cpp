@@ -34,15 +34,19 @@ static int64_t checked_ctx(const HParams& hp, int64_t n_ctx) {
   return n_ctx;
 }
 
-Context::Context(const Model& model, int64_t n_ctx, ThreadPool& pool, int64_t n_batch)
+Context::Context(const Model& model, int64_t n_ctx, ThreadPool& pool, int64_t n_batch, int64_t n_seq)
     : model_(model),
       pool_(pool),
-      kv_(make_kv_cache(model.hparams(), checked_ctx(model.hparams(), n_ctx))),
-      s_(model.hparams(), std::max<int64_t>(1, std::min(n_batch, n_ctx))) {}
+      kv_(model.hparams().n_layer, model.hparams().n_head_kv * model.hparams().head_dim,
+          checked_ctx(model.hparams(), n_ctx), n_seq),
+      s_(model.hparams(), std::max<int64_t>(1, std::min(n_batch, n_ctx))),
+      n_past_(static_cast<size_t>(n_seq), 0) {}
 
-void Context::truncate(int64_t n) {
-  n_past_ = std::clamp<int64_t>(n, 0, n_past_);
-  kv_.free_from(n_past_);
+void Context::truncate(int64_t n, int64_t seq) {
+  if (seq < 0 || seq >= n_seq()) throw UsageError("no sequence " + std::to_string(seq));
+  int64_t& past = n_past_[static_cast<size_t>(seq)];
+  past = std::clamp<int64_t>(n, 0, past);
+  kv_.free_cells(kv_.cell_of(seq, past), kv_.cell_of(seq, n_ctx()));
 }
 
 std::span<const float> Context::decode(std::span<const int32_t> tokens, bool all_logits) {
@@ -52,38 +56,84 @@ std::span<const float> Context::decode(std::span<const int32_t> tokens, bool all
 
 std::span<const float> Context::decode_from(std::span<const int32_t> tokens, int64_t first) {
   const int64_t n = static_cast<int64_t>(tokens.size());
-  const int64_t n_vocab = model_.hparams().n_vocab;
   if (n == 0) throw UsageError("decode called with no tokens");
   if (first < 0 || first > n) {
     throw UsageError("decode_from: first row " + std::to_string(first) + " is outside 0.." +
                      std::to_string(n));
   }
-  if (n_past_ + n > kv_.n_cells()) {
-    throw Error("context overflow: " + std::to_string(n_past_) + " tokens in the cache + " +
-                std::to_string(n) + " new > context size " + std::to_string(kv_.n_cells()) +
-                " (raise --ctx)");
+  Batch b;
+  const auto p0 = static_cast<int32_t>(n_past_[0]);
+  for (int64_t t = 0; t < n; ++t) b.add(tokens[t], p0 + static_cast<int32_t>(t), 0, t >= first);
+  return decode_batch(b);
+}
+
+std::span<const float> Context::decode_batch(const Batch& b) {
+  const int64_t n = b.size();
+  const int64_t n_vocab = model_.hparams().n_vocab;
+  if (n == 0) throw UsageError("decode called with no tokens");
+  if (static_cast<int64_t>(b.pos.size()) != n || static_cast<int64_t>(b.seq.size()) != n ||
+      static_cast<int64_t>(b.logits.size()) != n) {
+    throw UsageError("a batch's token, pos, seq and logits lists differ in length");
   }
-  for (int32_t t : tokens) {
-    if (t < 0 || t >= n_vocab) {
-      throw UsageError("token id " + std::to_string(t) + " is outside the vocabulary");
+  // Check everything before anything runs: sequences, positions that continue each sequence,
+  // the context, the vocabulary.
+  std::vector<int64_t> next = n_past_;
+  int64_t n_logits = 0;
+  for (int64_t t = 0; t < n; ++t) {
+    const int32_t sq = b.seq[t];
+    if (sq < 0 || sq >= n_seq()) {
+      throw UsageError("token " + std::to_string(t) + " of the batch is for sequence " +
+                       std::to_string(sq) + "; this context holds " + std::to_string(n_seq()));
     }
+    int64_t& p = next[static_cast<size_t>(sq)];
+    if (b.pos[t] != p) {
+      throw UsageError("token " + std::to_string(t) + " of the batch is at position " +
+                       std::to_string(b.pos[t]) + "; sequence " + std::to_string(sq) +
+                       " continues at " + std::to_string(p));
+    }
+    if (++p > n_ctx()) {
+      throw Error("context overflow: sequence " + std::to_string(sq) + " would hold " +
+                  std::to_string(p) + " tokens > context size " + std::to_string(n_ctx()) +
+                  " (raise --ctx)");
+    }
+    if (b.token[t] < 0 || b.token[t] >= n_vocab) {
+      throw UsageError("token id " + std::to_string(b.token[t]) + " is outside the vocabulary");
+    }
+    n_logits += b.logits[t] != 0;
   }
-  logits_.resize(static_cast<size_t>((n - first) * n_vocab));
+  logits_.resize(static_cast<size_t>(n_logits * n_vocab));
+  float* out = logits_.data();
+  std::vector<int32_t> rows;
   for (int64_t i0 = 0; i0 < n; i0 += s_.n_batch) {
     const int64_t len = std::min(s_.n_batch, n - i0);
-    ForwardArgs args;
-    args.tokens = tokens.subspan(i0, len);
-    args.pos0 = n_past_;
-    // Rows [max(first, i0), i0 + len) of this chunk need logits; none if the chunk ends first.
-    const int64_t row0 = std::max(first, i0);
-    if (row0 < i0 + len) {
-      args.logits = logits_.data() + (row0 - first) * n_vocab;
-      args.logits_first = row0 - i0;
+    ChunkLayout layout;
+    layout.n = len;
+    layout.pos = std::span<const int32_t>(b.pos).subspan(static_cast<size_t>(i0), static_cast<size_t>(len));
+    rows.clear();
+    for (int64_t r = 0; r < len; ++r) {
+      const int32_t sq = b.seq[i0 + r];
+      auto run = std::find_if(layout.runs.begin(), layout.runs.end(),
+                              [&](const SeqRun& x) { return x.seq == sq; });
+      if (run == layout.runs.end()) {
+        layout.runs.push_back({sq, b.pos[i0 + r], {}});
+        run = layout.runs.end() - 1;
+      }
+      run->rows.push_back(static_cast<int32_t>(r));
+      if (b.logits[i0 + r]) rows.push_back(static_cast<int32_t>(r));
     }
+    ForwardArgs args;
+    args.tokens = std::span<const int32_t>(b.token).subspan(static_cast<size_t>(i0), static_cast<size_t>(len));
+    args.layout = &layout;
+    args.logits = rows.empty() ? nullptr : out;
+    args.logit_rows = rows;
     args.callback = &callback_;
     forward_llama(model_, kv_, s_, pool_, args);
-    kv_.occupy(n_past_, len, static_cast<int32_t>(n_past_), 0);
-    n_past_ += len;
+    for (const SeqRun& r : layout.runs) {
+      const auto len_r = static_cast<int64_t>(r.rows.size());
+      kv_.occupy(kv_.cell_of(r.seq, r.pos0), len_r, r.pos0, r.seq);
+      n_past_[static_cast<size_t>(r.seq)] += len_r;
+    }
+    out += static_cast<int64_t>(rows.size()) * n_vocab;
   }
   return logits_;
 }

@@ -11,6 +11,7 @@
 #include "core/thread_pool.h"
 #include "kv/kv_cache.h"
 #include "model/act_sparsity.h"
+#include "model/batch.h"
 #include "model/model.h"
 #include "ops/attention.h"
 #include "ops/matmul.h"
@@ -41,10 +42,12 @@ struct ForwardScratch {
   std::vector<float> proj;     // [n_batch, n_embd] output of wo / ffn_down
   ops::MatmulScratch mm;
   ops::AttentionScratch att;
-  // The rotary angles of positions [rope_pos0, rope_pos0 + rope_n) (ops::Rope::angles, n_rot
-  // floats each): computed by the first layer of a chunk, reused by the others.
+  // The rotary angles of the chunk's positions (ops::Rope::angles, n_rot floats each): computed
+  // by the first layer of a chunk, reused by the others.
   std::vector<float> rope_cs;
-  int64_t rope_pos0 = -1, rope_n = 0;
+  std::vector<int32_t> rope_pos;  // the positions rope_cs holds the angles of
+  // A sequence's query rows and attention output gathered from an interleaved batch.
+  std::vector<float> q_seq, attn_seq;
   // Activation sparsity: the policy (null: dense), indices of the kept activations of one
   // token, kernel scratch, and counters of what was kept.
   const ActSparsity* sparsity = nullptr;
@@ -61,9 +64,10 @@ struct ForwardScratch {
 
 class Context {
  public:
-  // n_ctx: KV cache capacity in tokens (throws UsageError above the model's trained length);
-  // n_batch: tokens per forward chunk during prefill.
-  Context(const Model& model, int64_t n_ctx, ThreadPool& pool, int64_t n_batch = 256);
+  // n_ctx: KV cache capacity in tokens per sequence (throws UsageError above the model's trained
+  // length); n_batch: tokens per forward chunk; n_seq: sequences (decode_batch), 0..n_seq-1.
+  Context(const Model& model, int64_t n_ctx, ThreadPool& pool, int64_t n_batch = 256,
+          int64_t n_seq = 1);
 
   // Runs `tokens` at positions n_past().. and appends them to the KV cache. Returns the logits
   // of the last token ([n_vocab]), or of every token ([n_tokens, n_vocab]) with all_logits.
@@ -73,13 +77,21 @@ class Context {
   // the output head runs on just those rows (as llama.cpp's batch logits flags do). With
   // first == n_tokens no logits are computed and the span is empty.
   std::span<const float> decode_from(std::span<const int32_t> tokens, int64_t first);
+  // Runs a batch of tokens of any of the sequences (model/batch.h): each sequence's tokens must
+  // continue it (positions n_past(seq), n_past(seq) + 1, ... in batch order). Returns the logits
+  // of the tokens whose logits are wanted, in batch order ([count, n_vocab]). A sequence's
+  // logits equal those of the same tokens decoded alone, bit for bit for the integer formats.
+  // Throws UsageError for a bad batch, Error for an overflow (nothing decoded then).
+  std::span<const float> decode_batch(const Batch& batch);
 
-  int64_t n_past() const { return n_past_; }
-  int64_t n_ctx() const { return kv_.n_cells(); }
+  // decode / decode_from / reset / truncate act on sequence 0.
+  int64_t n_past(int64_t seq = 0) const { return n_past_[static_cast<size_t>(seq)]; }
+  int64_t n_ctx() const { return kv_.n_ctx(); }
+  int64_t n_seq() const { return kv_.n_seq(); }
   // Forgets the sequence (keeps the buffers).
-  void reset() { n_past_ = 0; }
+  void reset(int64_t seq = 0) { truncate(0, seq); }
   // Drops positions >= n (e.g. to reuse a shared prompt prefix).
-  void truncate(int64_t n);
+  void truncate(int64_t n, int64_t seq = 0);
 
   void set_callback(TensorCallback cb) { callback_ = std::move(cb); }
   // Zeroes small activations by the policy's thresholds from now on (null: dense again). The
@@ -91,14 +103,13 @@ class Context {
   size_t kv_bytes() const { return kv_.bytes(); }
 
  private:
-  void forward_chunk(std::span<const int32_t> tokens, float* logits, bool all_logits);
 
   const Model& model_;
   ThreadPool& pool_;
   kv::KvCache kv_;
   ForwardScratch s_;
-  std::vector<float> logits_;  // [n_batch or 1, n_vocab] grown on demand
-  int64_t n_past_ = 0;
+  std::vector<float> logits_;  // [rows with logits, n_vocab] grown on demand
+  std::vector<int64_t> n_past_;  // per sequence
   TensorCallback callback_;
 };
 

@@ -229,6 +229,14 @@ bool sparse_mlp_by_neurons(const HParams& hp, const LayerWeights& L, const Spars
 void forward_llama_layer(const Model& m, int64_t il, kv::KvCache& kv, ForwardScratch& s,
                          ThreadPool& pool, int64_t n, int64_t pos0,
                          const TensorCallback* callback) {
+  std::vector<int32_t> pos;
+  forward_llama_layer(m, il, kv, s, pool, single_sequence(n, static_cast<int32_t>(pos0), 0, pos),
+                      callback);
+}
+
+void forward_llama_layer(const Model& m, int64_t il, kv::KvCache& kv, ForwardScratch& s,
+                         ThreadPool& pool, const ChunkLayout& b, const TensorCallback* callback) {
+  const int64_t n = b.n;
   const HParams& hp = m.hparams();
   const int64_t n_embd = hp.n_embd;
   const int64_t n_q = hp.n_head * hp.head_dim;
@@ -336,11 +344,10 @@ void forward_llama_layer(const Model& m, int64_t il, kv::KvCache& kv, ForwardScr
                 s.xn.data(), n, n_embd, pool, s.mm);
     count_dense({&L.wq, &L.wk, &L.wv});
   }
-  if (s.rope_pos0 != pos0 || s.rope_n != n) {
+  if (!std::equal(b.pos.begin(), b.pos.end(), s.rope_pos.begin(), s.rope_pos.end())) {
     s.rope_cs.resize(static_cast<size_t>(n * hp.n_rot));
-    for (int64_t t = 0; t < n; ++t) rope.angles(pos0 + t, s.rope_cs.data() + t * hp.n_rot);
-    s.rope_pos0 = pos0;
-    s.rope_n = n;
+    for (int64_t t = 0; t < n; ++t) rope.angles(b.pos[t], s.rope_cs.data() + t * hp.n_rot);
+    s.rope_pos.assign(b.pos.begin(), b.pos.end());
   }
   for (int64_t t = 0; t < n; ++t) {
     const float* cs = s.rope_cs.data() + t * hp.n_rot;
@@ -352,8 +359,30 @@ void forward_llama_layer(const Model& m, int64_t il, kv::KvCache& kv, ForwardScr
   cb("q", s.q.data(), n, n_q);
   cb("k", s.k.data(), n, n_kv);
   cb("v", s.v.data(), n, n_kv);
-  kv.store(il, pos0, n, s.k.data(), s.v.data());
-  ops::attention(shape, s.q.data(), n, pos0, kv.view(il, pos0 + n), s.attn.data(), pool, s.att);
+  // Per sequence: its K and V into its cells, then attention over them. A sequence whose tokens
+  // interleave with another's is gathered into consecutive rows and scattered back.
+  for (const SeqRun& r : b.runs) {
+    const int64_t len = static_cast<int64_t>(r.rows.size());
+    const ops::KvView view = kv.view(il, r.seq, r.pos0 + len);
+    if (r.contiguous()) {
+      const int64_t r0 = r.rows.front();
+      kv.store(il, kv.cell_of(r.seq, r.pos0), len, s.k.data() + r0 * n_kv, s.v.data() + r0 * n_kv);
+      ops::attention(shape, s.q.data() + r0 * n_q, len, r.pos0, view, s.attn.data() + r0 * n_q,
+                     pool, s.att);
+      continue;
+    }
+    s.q_seq.resize(static_cast<size_t>(len * n_q));
+    s.attn_seq.resize(static_cast<size_t>(len * n_q));
+    for (int64_t i = 0; i < len; ++i) {
+      const int64_t row = r.rows[i];
+      kv.store(il, kv.cell_of(r.seq, r.pos0 + i), 1, s.k.data() + row * n_kv, s.v.data() + row * n_kv);
+      std::copy_n(s.q.data() + row * n_q, n_q, s.q_seq.data() + i * n_q);
+    }
+    ops::attention(shape, s.q_seq.data(), len, r.pos0, view, s.attn_seq.data(), pool, s.att);
+    for (int64_t i = 0; i < len; ++i) {
+      std::copy_n(s.attn_seq.data() + i * n_q, n_q, s.attn.data() + r.rows[i] * n_q);
+    }
+  }
   cb("kqv_out", s.attn.data(), n, n_q);
   if (teal) {
     const int64_t kept = sparsify(s.attn.data(), n_q, sparsity::kAttnOut);
@@ -442,6 +471,23 @@ void forward_llama_layer(const Model& m, int64_t il, kv::KvCache& kv, ForwardScr
   cb("l_out", x, n, n_embd);
 }
 
+ChunkLayout single_sequence(int64_t n, int32_t pos0, int32_t seq, std::vector<int32_t>& pos) {
+  pos.resize(static_cast<size_t>(n));
+  ChunkLayout b;
+  b.n = n;
+  SeqRun r;
+  r.seq = seq;
+  r.pos0 = pos0;
+  r.rows.resize(static_cast<size_t>(n));
+  for (int64_t t = 0; t < n; ++t) {
+    pos[t] = pos0 + static_cast<int32_t>(t);
+    r.rows[t] = static_cast<int32_t>(t);
+  }
+  b.pos = pos;
+  if (n > 0) b.runs.push_back(std::move(r));
+  return b;
+}
+
 // The forward pass of one chunk.
 void forward_llama(const Model& m, kv::KvCache& kv, ForwardScratch& s, ThreadPool& pool,
                    const ForwardArgs& a) {
@@ -457,16 +503,15 @@ void forward_llama(const Model& m, kv::KvCache& kv, ForwardScratch& s, ThreadPoo
   embed_llama(m, a.tokens, x);
   cb("inp_embd", -1, x, n, n_embd);
   for (int64_t il = 0; il < hp.n_layer; ++il) {
-    forward_llama_layer(m, il, kv, s, pool, n, a.pos0, a.callback);
+    forward_llama_layer(m, il, kv, s, pool, *a.layout, a.callback);
   }
 
   // --- output head: only the rows whose logits are wanted ---
-  if (a.logits == nullptr) return;
-  const int64_t first = a.logits_first;
-  const int64_t rows = n - first;
-  for (int64_t t = first; t < n; ++t) {
-    ops::rms_norm(x + t * n_embd, m.output_norm, n_embd, hp.rms_eps,
-                  s.xn.data() + (t - first) * n_embd);
+  if (a.logits == nullptr || a.logit_rows.empty()) return;
+  const int64_t rows = static_cast<int64_t>(a.logit_rows.size());
+  for (int64_t i = 0; i < rows; ++i) {
+    ops::rms_norm(x + a.logit_rows[i] * n_embd, m.output_norm, n_embd, hp.rms_eps,
+                  s.xn.data() + i * n_embd);
   }
   // Head sparsity (an extension of TEAL, asked for with --head-sparsity): the same threshold
   // rule on the head's input; one token reads only the kept inputs' columns.

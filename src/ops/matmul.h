@@ -25,8 +25,9 @@ struct MatmulOut {
 // y[t, r] = sum_c W[r, c] * x[t, c]  for t < n_tokens, r < W.n_rows.
 //   x: [n_tokens, W.n_cols] floats, row stride x_stride (elements)
 //   y: [n_tokens, W.n_rows] floats, row stride y_stride (elements)
-// The activations are converted once to the weight format's vec_dot_type (as ggml does),
-// then rows are split across the pool's threads.
+// The activations are converted once to the weight format's vec_dot_type (as ggml does), or
+// for a batch of 16+ tokens into the layout of the ISA's batch kernels where it has them
+// (formats::BatchGemm: the same results), then rows are split across the pool's threads.
 void matmul(const WeightView& w, const float* x, int64_t n_tokens, int64_t x_stride, float* y,
             int64_t y_stride, ThreadPool& pool, MatmulScratch& scratch);
 

@@ -30,8 +30,9 @@ void usage(std::ostream& os) {
         "commands:\n";
   for (const Command& c : kCommands) os << "  " << c.name << std::string(12 - c.name.size(), ' ') << c.help << "\n";
   os << "\n`squeeze COMMAND --help` shows a command's options.\n"
-        "SQUEEZE_ISA=scalar|avx2|avx512 forces the kernel path (default: the best this CPU has;\n"
-        "avx512 needs AVX-512 F/BW/VL/VNNI).\n";
+        "SQUEEZE_ISA=scalar|avx2|avx512|amx forces the kernel path (default: the best this CPU\n"
+        "has; avx512 needs AVX-512 F/BW/VL/VNNI, amx also AMX-TILE/INT8/BF16 and the kernel's\n"
+        "permission to use the tiles).\n";
 }
 
 }  // namespace

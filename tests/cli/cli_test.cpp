@@ -124,11 +124,11 @@ TEST(Cli, BadFlagsAndFiles) {
   EXPECT_NE(r.out.find("--prompt"), std::string::npos);
 }
 
-// `squeeze --help` names every value SQUEEZE_ISA takes (core/cpu.cpp: scalar, avx2, avx512).
+// `squeeze --help` names every value SQUEEZE_ISA takes (core/cpu.cpp: scalar, avx2, avx512, amx).
 TEST(Cli, TopLevelHelpNamesEveryIsa) {
   const Result r = squeeze_cmd("--help");
   EXPECT_EQ(r.rc, 0) << r.err;
-  EXPECT_NE(r.out.find("SQUEEZE_ISA=scalar|avx2|avx512"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("SQUEEZE_ISA=scalar|avx2|avx512|amx"), std::string::npos) << r.out;
 }
 
 TEST(Cli, InspectPrintsMetadataAndTensors) {

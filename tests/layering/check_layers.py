@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Fails on an include that points up the library order of ../shared/DESIGN.md.
+"""Fails on an include that points up the library order of ../shared/DESIGN.md, and on a source
+file of more than MAX_LINES lines (a file that long is asking to be split: STYLE.md).
 
 Each folder under src/ is one library with a rank; a file may include headers of its own
 library and of libraries of a lower rank only (core < formats < ops < gguf, sample < tokenizer <
@@ -30,6 +31,7 @@ RANK = {
     "serve": 10,
     "cli": 11,
 }
+MAX_LINES = 600
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([a-z_0-9]+)/[^"]+"', re.M)
 
 
@@ -52,6 +54,10 @@ def main():
                 file = os.path.join(root, name)
                 with open(file, encoding="utf-8") as f:
                     text = f.read()
+                n_lines = text.count("\n")
+                if n_lines > MAX_LINES:
+                    rel = os.path.relpath(file, os.path.dirname(src))
+                    errors.append(f"{rel}: {n_lines} lines, more than {MAX_LINES}")
                 for m in INCLUDE.finditer(text):
                     dep = m.group(1)
                     if dep == lib:
@@ -66,7 +72,7 @@ def main():
         print(e)
     if errors:
         sys.exit(1)
-    print("no upward includes")
+    print(f"no upward includes, no file over {MAX_LINES} lines")
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@
 #include <random>
 
 #include "core/error.h"
+#include "model/names.h"
 #include "model/llama.h"
 
 namespace squeeze::compress {
@@ -115,10 +116,10 @@ bool Calibrator::collect(int64_t il, BlockHessians& out,
   std::vector<float> tmp;
   const model::TensorCallback cb = [&](std::string_view name, int, const float* data,
                                        int64_t rows, int64_t width) {
-    if (name == "attn_norm") accumulate(out.attn_in, data, rows, width, tmp);
-    else if (name == "kqv_out") accumulate(out.attn_out, data, rows, width, tmp);
-    else if (name == "ffn_norm") accumulate(out.ffn_in, data, rows, width, tmp);
-    else if (name == "ffn_act") accumulate(out.ffn_down, data, rows, width, tmp);
+    if (name == model::names::kAttnNorm) accumulate(out.attn_in, data, rows, width, tmp);
+    else if (name == model::names::kKqvOut) accumulate(out.attn_out, data, rows, width, tmp);
+    else if (name == model::names::kFfnNorm) accumulate(out.ffn_in, data, rows, width, tmp);
+    else if (name == model::names::kFfnAct) accumulate(out.ffn_down, data, rows, width, tmp);
   };
   for (int64_t s = 0; s < n_samples(); ++s) {
     if (cancel != nullptr && cancel->load()) return false;

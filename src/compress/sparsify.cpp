@@ -10,6 +10,7 @@
 #include "compress/calib.h"
 #include "compress/output.h"
 #include "core/error.h"
+#include "model/names.h"
 #include "model/act_sparsity.h"
 #include "model/context.h"
 #include "model/llama.h"
@@ -24,11 +25,12 @@ using sparsity::Method;
 
 // The site a named intermediate feeds, or -1.
 int site_of(Method method, std::string_view name) {
-  if (method != Method::Teal) return name == "ffn_gate" ? sparsity::kGateAct : -1;
-  if (name == "attn_norm") return sparsity::kAttnIn;
-  if (name == "kqv_out") return sparsity::kAttnOut;
-  if (name == "ffn_norm") return sparsity::kFfnIn;
-  if (name == "ffn_act") return sparsity::kFfnAct;
+  namespace names = model::names;
+  if (method != Method::Teal) return name == names::kFfnGate ? sparsity::kGateAct : -1;
+  if (name == names::kAttnNorm) return sparsity::kAttnIn;
+  if (name == names::kKqvOut) return sparsity::kAttnOut;
+  if (name == names::kFfnNorm) return sparsity::kFfnIn;
+  if (name == names::kFfnAct) return sparsity::kFfnAct;
   return -1;
 }
 
@@ -234,7 +236,7 @@ SparsifyResult calibrate_sparsity(const model::Model& m, const tokenizer::Tokeni
     return normed.data();
   };
   auto is_last_output = [&](std::string_view name, int layer) {
-    return teal && name == "l_out" && layer == hp.n_layer - 1;
+    return teal && name == model::names::kLOut && layer == hp.n_layer - 1;
   };
   std::vector<float> silu;
   model::Context ctx(m, opts.ctx, pool, opts.ctx);

@@ -19,7 +19,7 @@
 namespace squeeze::model {
 
 // Called with every named intermediate when set (for debugging and reference diffs):
-// name ("attn_norm", "q", "ffn_out", ...), layer (-1 outside layers), [n_tokens, width] floats.
+// name (model/names.h), layer (-1 outside layers), [n_tokens, width] floats.
 using TensorCallback =
     std::function<void(std::string_view name, int layer, const float* data, int64_t n_tokens,
                        int64_t width)>;

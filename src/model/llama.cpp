@@ -6,6 +6,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "model/names.h"
 #include "ops/norm.h"
 
 namespace squeeze::model {
@@ -242,7 +243,7 @@ void forward_llama_layer(const Model& m, int64_t il, kv::KvCache& kv, ForwardScr
   const int64_t n_q = hp.n_head * hp.head_dim;
   const int64_t n_kv = hp.n_head_kv * hp.head_dim;
   const int li = static_cast<int>(il);
-  auto cb = [&](const char* name, const float* data, int64_t rows, int64_t width) {
+  auto cb = [&](std::string_view name, const float* data, int64_t rows, int64_t width) {
     if (callback != nullptr && *callback) (*callback)(name, li, data, rows, width);
   };
   // Weight bytes of the block's products: read, and what the dense products would read.
@@ -268,7 +269,7 @@ void forward_llama_layer(const Model& m, int64_t il, kv::KvCache& kv, ForwardScr
   for (int64_t t = 0; t < n; ++t) {
     ops::rms_norm(x + t * n_embd, L.attn_norm, n_embd, hp.rms_eps, s.xn.data() + t * n_embd);
   }
-  cb("attn_norm", s.xn.data(), n, n_embd);
+  cb(names::kAttnNorm, s.xn.data(), n, n_embd);
   const ActSparsity* sp = s.sparsity;
   const SparseLayer* SL = sp != nullptr ? &sp->layer(il) : nullptr;
   const bool teal = sp != nullptr && sp->method() == sparsity::Method::Teal;
@@ -356,9 +357,9 @@ void forward_llama_layer(const Model& m, int64_t il, kv::KvCache& kv, ForwardScr
     rope.rotate(s.k.data() + t * n_kv, static_cast<int>(hp.n_head_kv),
                 static_cast<int>(hp.head_dim), cs);
   }
-  cb("q", s.q.data(), n, n_q);
-  cb("k", s.k.data(), n, n_kv);
-  cb("v", s.v.data(), n, n_kv);
+  cb(names::kQ, s.q.data(), n, n_q);
+  cb(names::kK, s.k.data(), n, n_kv);
+  cb(names::kV, s.v.data(), n, n_kv);
   // Per sequence: its K and V into its cells, then attention over them. A sequence whose tokens
   // interleave with another's is gathered into consecutive rows and scattered back.
   for (const SeqRun& r : b.runs) {
@@ -383,22 +384,22 @@ void forward_llama_layer(const Model& m, int64_t il, kv::KvCache& kv, ForwardScr
       std::copy_n(s.attn_seq.data() + i * n_q, n_q, s.attn.data() + r.rows[i] * n_q);
     }
   }
-  cb("kqv_out", s.attn.data(), n, n_q);
+  cb(names::kKqvOut, s.attn.data(), n, n_q);
   if (teal) {
     const int64_t kept = sparsify(s.attn.data(), n_q, sparsity::kAttnOut);
     smm({{&SL->wo, &L.wo, s.proj.data()}}, s.attn.data(), n_q, kept);
   } else {
     mm(L.wo, s.attn.data(), s.proj.data());
   }
-  cb("attn_out", s.proj.data(), n, n_embd);
+  cb(names::kAttnOut, s.proj.data(), n, n_embd);
   for (int64_t i = 0; i < n * n_embd; ++i) x[i] += s.proj[i];
-  cb("ffn_inp", x, n, n_embd);
+  cb(names::kFfnInp, x, n, n_embd);
 
   // --- MLP block (SwiGLU) ---
   for (int64_t t = 0; t < n; ++t) {
     ops::rms_norm(x + t * n_embd, L.ffn_norm, n_embd, hp.rms_eps, s.xn.data() + t * n_embd);
   }
-  cb("ffn_norm", s.xn.data(), n, n_embd);
+  cb(names::kFfnNorm, s.xn.data(), n, n_embd);
   const int64_t n_ff = hp.n_ff;
   const bool by_neurons = teal && n == 1 && (callback == nullptr || !*callback);
   int64_t kept_in = 0;
@@ -408,9 +409,9 @@ void forward_llama_layer(const Model& m, int64_t il, kv::KvCache& kv, ForwardScr
   } else if (teal) {
     smm({{&SL->gate, &L.ffn_gate, s.gate.data()}, {&SL->up, &L.ffn_up, s.up.data()}}, s.xn.data(),
         n_embd, kept_in, &SL->gate_up);
-    cb("ffn_gate", s.gate.data(), n, n_ff);
+    cb(names::kFfnGate, s.gate.data(), n, n_ff);
     ops::swiglu(s.gate.data(), s.up.data(), n * n_ff, s.gate.data());
-    cb("ffn_act", s.gate.data(), n, n_ff);
+    cb(names::kFfnAct, s.gate.data(), n, n_ff);
     const int64_t kept_act = sparsify(s.gate.data(), n_ff, sparsity::kFfnAct);
     smm({{&SL->down, &L.ffn_down, s.proj.data()}}, s.gate.data(), n_ff, kept_act);
   } else if (sp != nullptr) {
@@ -426,7 +427,7 @@ void forward_llama_layer(const Model& m, int64_t il, kv::KvCache& kv, ForwardScr
                   s.xn.data(), n, n_embd, pool, s.mm);
       count_dense({&L.ffn_gate, &L.ffn_up});
     }
-    cb("ffn_gate", s.gate.data(), n, n_ff);
+    cb(names::kFfnGate, s.gate.data(), n, n_ff);
     const bool relu = sp->method() == sparsity::Method::Relu;
     int64_t kept = 0, total = 0;
     for (int64_t r = 0; r < n; ++r) {
@@ -455,20 +456,20 @@ void forward_llama_layer(const Model& m, int64_t il, kv::KvCache& kv, ForwardScr
     } else {
       ops::swiglu(s.gate.data(), s.up.data(), n * n_ff, s.gate.data());
     }
-    cb("ffn_act", s.gate.data(), n, n_ff);
+    cb(names::kFfnAct, s.gate.data(), n, n_ff);
     smm({{&SL->down, &L.ffn_down, s.proj.data()}}, s.gate.data(), n_ff, kept);
   } else {
     ops::matmul({{&L.ffn_gate, s.gate.data(), n_ff}, {&L.ffn_up, s.up.data(), n_ff}},
                 s.xn.data(), n, n_embd, pool, s.mm);
     count_dense({&L.ffn_gate, &L.ffn_up});
-    cb("ffn_gate", s.gate.data(), n, n_ff);
+    cb(names::kFfnGate, s.gate.data(), n, n_ff);
     ops::swiglu(s.gate.data(), s.up.data(), n * n_ff, s.gate.data());
-    cb("ffn_act", s.gate.data(), n, n_ff);
+    cb(names::kFfnAct, s.gate.data(), n, n_ff);
     mm(L.ffn_down, s.gate.data(), s.proj.data());
   }
-  cb("ffn_out", s.proj.data(), n, n_embd);
+  cb(names::kFfnOut, s.proj.data(), n, n_embd);
   for (int64_t i = 0; i < n * n_embd; ++i) x[i] += s.proj[i];
-  cb("l_out", x, n, n_embd);
+  cb(names::kLOut, x, n, n_embd);
 }
 
 ChunkLayout single_sequence(int64_t n, int32_t pos0, int32_t seq, std::vector<int32_t>& pos) {
@@ -494,14 +495,14 @@ void forward_llama(const Model& m, kv::KvCache& kv, ForwardScratch& s, ThreadPoo
   const HParams& hp = m.hparams();
   const int64_t n = static_cast<int64_t>(a.tokens.size());
   const int64_t n_embd = hp.n_embd;
-  auto cb = [&](const char* name, int il, const float* data, int64_t rows, int64_t width) {
+  auto cb = [&](std::string_view name, int il, const float* data, int64_t rows, int64_t width) {
     if (a.callback != nullptr && *a.callback) (*a.callback)(name, il, data, rows, width);
   };
 
   // inp_embd: [n, n_embd]
   float* x = s.x.data();
   embed_llama(m, a.tokens, x);
-  cb("inp_embd", -1, x, n, n_embd);
+  cb(names::kInpEmbd, -1, x, n, n_embd);
   for (int64_t il = 0; il < hp.n_layer; ++il) {
     forward_llama_layer(m, il, kv, s, pool, *a.layout, a.callback);
   }
@@ -526,7 +527,7 @@ void forward_llama(const Model& m, kv::KvCache& kv, ForwardScratch& s, ThreadPoo
     s.counters.head_kept += static_cast<uint64_t>(total);
     s.counters.head_seen += static_cast<uint64_t>(rows * n_embd);
   }
-  cb("result_norm", -1, s.xn.data(), rows, n_embd);
+  cb(names::kResultNorm, -1, s.xn.data(), rows, n_embd);
   if (head != nullptr && rows == 1 && head->cols.n_rows > 0 &&
       static_cast<double>(head_kept) <= kSparseMaxDensity * static_cast<double>(n_embd)) {
     ops::prepare_sparse_input(s.xn.data(), s.idx.data(), head_kept, n_embd, s.sparse.input,
@@ -535,7 +536,7 @@ void forward_llama(const Model& m, kv::KvCache& kv, ForwardScratch& s, ThreadPoo
   } else {
     ops::matmul(m.output, s.xn.data(), rows, n_embd, a.logits, hp.n_vocab, pool, s.mm);
   }
-  cb("result_output", -1, a.logits, rows, hp.n_vocab);
+  cb(names::kResultOutput, -1, a.logits, rows, hp.n_vocab);
 }
 
 }  // namespace squeeze::model

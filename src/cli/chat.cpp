@@ -3,9 +3,8 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
-#include "cli/generate.h"
 #include "core/error.h"
-#include "model/context.h"
+#include "serve/generator.h"
 #include "tokenizer/chat_template.h"
 
 namespace squeeze::cli {
@@ -27,19 +26,17 @@ int cmd_chat(int argc, char** argv) {
   if (auto rc = parse(app, argc, argv)) return *rc;
 
   return guarded([&] {
-    const sample::SamplerParams sp = so.resolved();
-    auto model = model::Model::load(resolve_model_path(mo.model));
-    tokenizer::Tokenizer tok(tokenizer::read_vocab(model->file()));
+    serve::Generator g(generator_options(mo, so));
+    if (g.act_sparsity() != nullptr) print_act_sparsity(*g.act_sparsity());
+    const tokenizer::Tokenizer& tok = g.tokenizer();
+    model::Context& ctx = g.context();
+    sample::Sampler& sampler = g.sampler();
     const auto tmpl = tokenizer::ChatTemplate::from_jinja(tok.vocab().chat_template);
-    ThreadPool pool(mo.resolved_threads());
-    model::Context ctx(*model, mo.n_ctx, pool);
-    const auto sparsity = enable_act_sparsity(*model, mo.act_sparsity, ctx, pool);
-    sample::Sampler sampler(sp, static_cast<int32_t>(model->hparams().n_vocab));
 
     std::vector<tokenizer::ChatMessage> history;
     if (!system.empty()) history.push_back({"system", system});
     std::vector<int32_t> cached;  // tokens whose K/V are in ctx, in order
-    std::cerr << "squeeze chat: " << model->file().path() << " (" << tmpl.family()
+    std::cerr << "squeeze chat: " << g.model().file().path() << " (" << tmpl.family()
               << " template, ctx " << mo.n_ctx << "). /reset clears, /quit leaves.\n";
     std::string line;
     for (;;) {
@@ -69,9 +66,8 @@ int cmd_chat(int argc, char** argv) {
       sampler.reset();
       std::vector<int32_t> reply;
       const std::span<const int32_t> fresh(ids.data() + common, ids.size() - common);
-      const GenerationStats st = generate(ctx, tok, sampler, fresh, n_predict,
-                                          [](std::string_view s) { std::cout << s << std::flush; },
-                                          &reply);
+      const serve::GenerationStats st = g.generate(
+          fresh, n_predict, [](std::string_view s) { std::cout << s << std::flush; }, &reply);
       std::cout << "\n";
       std::cerr << "[" << st.summary() << "]\n";
       cached.insert(cached.end(), fresh.begin(), fresh.end());

@@ -70,17 +70,32 @@ std::unique_ptr<model::ActSparsity> enable_act_sparsity(const model::Model& m,
   if (!o.level) return nullptr;
   auto policy = std::make_unique<model::ActSparsity>(m, *o.level, pool, o.head);
   ctx.set_act_sparsity(policy.get());
+  print_act_sparsity(*policy);
+  return policy;
+}
+
+void print_act_sparsity(const model::ActSparsity& policy) {
   char head[64] = "";
-  if (policy->head().on) std::snprintf(head, sizeof head, ", head at level %.2f", policy->head().level);
+  if (policy.head().on) std::snprintf(head, sizeof head, ", head at level %.2f", policy.head().level);
   std::fprintf(stderr, "act-sparsity: %s at level %.2f%s, column layouts %.1f MiB%s\n",
-               std::string(sparsity::method_name(policy->method())).c_str(), policy->level(),
-               head, policy->bytes() / 1048576.0,
-               policy->n_dense_fallback() > 0
-                   ? (", " + std::to_string(policy->n_dense_fallback()) +
+               std::string(sparsity::method_name(policy.method())).c_str(), policy.level(), head,
+               policy.bytes() / 1048576.0,
+               policy.n_dense_fallback() > 0
+                   ? (", " + std::to_string(policy.n_dense_fallback()) +
                       " matrices without a column layout run densely")
                          .c_str()
                    : "");
-  return policy;
+}
+
+serve::GeneratorOptions generator_options(const ModelOptions& mo, const SamplingOptions& so) {
+  serve::GeneratorOptions o;
+  o.model_path = resolve_model_path(mo.model);
+  o.n_ctx = mo.n_ctx;
+  o.threads = mo.resolved_threads();
+  o.act_sparsity = mo.act_sparsity.level;
+  o.head_sparsity = mo.act_sparsity.head;
+  o.sampling = so.resolved();
+  return o;
 }
 
 std::string density_text(const model::Model& m, const model::ActSparsity& policy,

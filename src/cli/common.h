@@ -1,4 +1,4 @@
-// Pieces shared by the subcommands: model lookup, common options, generation loop.
+// Pieces shared by the subcommands: model lookup, common options, errors, signals.
 #pragma once
 
 #include <signal.h>
@@ -17,6 +17,7 @@
 #include "model/act_sparsity.h"
 #include "model/context.h"
 #include "sample/sampler.h"
+#include "serve/generator.h"
 
 namespace squeeze::cli {
 
@@ -55,6 +56,8 @@ void add_act_sparsity_option(CLI::App& app, ActSparsityOptions& o);
 std::unique_ptr<model::ActSparsity> enable_act_sparsity(const model::Model& m,
                                                         const ActSparsityOptions& o,
                                                         model::Context& ctx, ThreadPool& pool);
+// That line: "act-sparsity: teal at level 0.50, column layouts 63.3 MiB".
+void print_act_sparsity(const model::ActSparsity& policy);
 
 // "attn_in 0.501 attn_out 0.498 ... (weighted by weights 0.500); block weights read 0.512": the
 // density each site reached and the fraction of the blocks' weight bytes the products read.
@@ -71,6 +74,9 @@ struct SamplingOptions {
   void add_to(CLI::App& app);
   sample::SamplerParams resolved() const;
 };
+
+// A generator's set-up from a command's options (the model path resolved, the seed drawn).
+serve::GeneratorOptions generator_options(const ModelOptions& mo, const SamplingOptions& so);
 
 // Parses argv with the app; returns an exit code when parsing ended the command (--help or
 // an error, printed), or nullopt to go on.

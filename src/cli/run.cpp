@@ -3,9 +3,8 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
-#include "cli/generate.h"
 #include "core/error.h"
-#include "model/context.h"
+#include "serve/generator.h"
 #include "tokenizer/chat_template.h"
 
 namespace squeeze::cli {
@@ -27,10 +26,9 @@ int cmd_run(int argc, char** argv) {
   if (auto rc = parse(app, argc, argv)) return *rc;
 
   return guarded([&] {
-    const sample::SamplerParams sp = so.resolved();
-    auto model = model::Model::load(resolve_model_path(mo.model));
-    tokenizer::Tokenizer tok(tokenizer::read_vocab(model->file()));
-
+    serve::Generator g(generator_options(mo, so));
+    if (g.act_sparsity() != nullptr) print_act_sparsity(*g.act_sparsity());
+    const tokenizer::Tokenizer& tok = g.tokenizer();
     std::string text = prompt;
     if (chat) {
       auto tmpl = tokenizer::ChatTemplate::from_jinja(tok.vocab().chat_template);
@@ -49,19 +47,16 @@ int cmd_run(int argc, char** argv) {
                        " tokens) does not fit the context of " + std::to_string(mo.n_ctx) +
                        " tokens (raise --ctx)");
     }
-
-    ThreadPool pool(mo.resolved_threads());
-    model::Context ctx(*model, mo.n_ctx, pool);
-    const auto sparsity = enable_act_sparsity(*model, mo.act_sparsity, ctx, pool);
-    sample::Sampler sampler(sp, static_cast<int32_t>(model->hparams().n_vocab));
-    const GenerationStats st = generate(ctx, tok, sampler, ids, n_predict, [](std::string_view s) {
+    const serve::GenerationStats st = g.generate(ids, n_predict, [](std::string_view s) {
       std::cout << s << std::flush;
     });
     std::cout << std::endl;
-    std::cerr << st.summary() << " | seed: " << sp.seed << " | threads: " << pool.size() << "\n";
-    if (sparsity) {
+    std::cerr << st.summary() << " | seed: " << g.options().sampling.seed
+              << " | threads: " << g.pool().size() << "\n";
+    if (g.act_sparsity() != nullptr) {
       std::cerr << "act-sparsity density: "
-                << density_text(*model, *sparsity, ctx.sparsity_counters()) << "\n";
+                << density_text(g.model(), *g.act_sparsity(), g.context().sparsity_counters())
+                << "\n";
     }
     return 0;
   });

@@ -1,11 +1,11 @@
-#include "cli/generate.h"
+#include "serve/generator.h"
 
 #include <cstdio>
 
 #include "core/error.h"
 #include "core/timer.h"
 
-namespace squeeze::cli {
+namespace squeeze::serve {
 
 std::string GenerationStats::summary() const {
   char buf[256];
@@ -16,6 +16,28 @@ std::string GenerationStats::summary() const {
                 static_cast<long long>(n_prompt), pp, static_cast<long long>(n_generated), tg,
                 stop_reason.c_str());
   return buf;
+}
+
+namespace {
+
+std::unique_ptr<model::ActSparsity> make_act_sparsity(const model::Model& m,
+                                                      const GeneratorOptions& o, ThreadPool& pool) {
+  if (o.head_sparsity && !o.act_sparsity) throw UsageError("--head-sparsity needs --act-sparsity");
+  if (!o.act_sparsity) return nullptr;
+  return std::make_unique<model::ActSparsity>(m, *o.act_sparsity, pool, o.head_sparsity);
+}
+
+}  // namespace
+
+Generator::Generator(const GeneratorOptions& o)
+    : options_(o),
+      model_(model::Model::load(o.model_path)),
+      tok_(tokenizer::read_vocab(model_->file())),
+      pool_(o.threads),
+      ctx_(*model_, o.n_ctx, pool_),
+      sparsity_(make_act_sparsity(*model_, o, pool_)),
+      sampler_(o.sampling, static_cast<int32_t>(model_->hparams().n_vocab)) {
+  ctx_.set_act_sparsity(sparsity_.get());
 }
 
 GenerationStats generate(model::Context& ctx, const tokenizer::Tokenizer& tok,
@@ -63,4 +85,4 @@ GenerationStats generate(model::Context& ctx, const tokenizer::Tokenizer& tok,
   return st;
 }
 
-}  // namespace squeeze::cli
+}  // namespace squeeze::serve

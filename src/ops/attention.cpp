@@ -74,37 +74,58 @@ void attention(const AttentionShape& shape, const float* q, int64_t n_tokens, in
         }
       }
     });
-    // Units of work: (token, kv head, up to kQkMaxHeads query heads of its group).
+    // Units of work: (a tile of up to kTokenTile tokens, kv head, up to kQkMaxHeads query heads
+    // of its group): the tile's tokens share each key block while it is in L1 (qk_tokens).
+    constexpr int64_t kTokenTile = 8;
     const int per_group = (group + kQkMaxHeads - 1) / kQkMaxHeads;
-    // Per thread: scores [kQkMaxHeads, n_ctx_used], q [kQkMaxHeads, hd], the scores in half.
-    const int64_t per_thread = kQkMaxHeads * (n_ctx_used + hd) + (n_ctx_used + 1) / 2 + hd;
+    const int64_t n_tiles = (n_tokens + kTokenTile - 1) / kTokenTile;
+    const int64_t per_token = kQkMaxHeads * (n_ctx_used + hd);
+    // Per thread: per token scores [kQkMaxHeads, n_ctx_used] and q [kQkMaxHeads, hd]; the
+    // scores in half.
+    const int64_t per_thread = kTokenTile * per_token + (n_ctx_used + 1) / 2 + hd;
     scratch.per_thread.resize(static_cast<size_t>(per_thread) * pool.size());
-    pool.parallel_for(n_tokens * shape.n_head_kv * per_group, 1, [&](int64_t i0, int64_t i1, int ith) {
+    pool.parallel_for(n_tiles * shape.n_head_kv * per_group, 1, [&](int64_t i0, int64_t i1, int ith) {
       float* scores = scratch.per_thread.data() + ith * per_thread;
-      float* q32 = scores + kQkMaxHeads * n_ctx_used;
-      auto* half = reinterpret_cast<f16_t*>(q32 + kQkMaxHeads * hd);
+      float* q32 = scores + kTokenTile * kQkMaxHeads * n_ctx_used;
+      auto* half = reinterpret_cast<f16_t*>(q32 + kTokenTile * kQkMaxHeads * hd);
       for (int64_t i = i0; i < i1; ++i) {
-        const int64_t t = i / (shape.n_head_kv * per_group);
+        const int64_t t0 = i / (shape.n_head_kv * per_group) * kTokenTile;
+        const int n_tok = static_cast<int>(std::min(kTokenTile, n_tokens - t0));
         const int hk = static_cast<int>(i / per_group % shape.n_head_kv);
         const int g0 = static_cast<int>(i % per_group) * kQkMaxHeads;
         const int n_q = std::min(kQkMaxHeads, group - g0);
         const int h0 = hk * group + g0;
-        const int64_t n_kv = pos0 + t + 1;  // causal: positions 0..pos0+t
-        for (int h = 0; h < n_q; ++h) {  // Q rounded to half, as llama.cpp converts it
-          f16k.quantize_row(q + t * q_stride + (h0 + h) * hd, half, hd);
-          f16k.dequantize_row(half, q32 + h * hd, hd);
+        int64_t n_kv[kTokenTile];
+        for (int j = 0; j < n_tok; ++j) {
+          const int64_t t = t0 + j;
+          n_kv[j] = pos0 + t + 1;  // causal: positions 0..pos0+t
+          for (int h = 0; h < n_q; ++h) {  // Q rounded to half, as llama.cpp converts it
+            f16k.quantize_row(q + t * q_stride + (h0 + h) * hd, half, hd);
+            f16k.dequantize_row(half, q32 + (j * n_q + h) * hd, hd);
+          }
         }
-        ak.qk_f32(q32, n_q, scratch.k32.data() + hk * k_head_offset, k_stride, n_kv, hd,
-                  shape.scale, scores, n_ctx_used);
-        for (int h = 0; h < n_q; ++h) {
-          float* sh = scores + h * n_ctx_used;
-          ak.softmax(sh, n_kv);
-          // llama.cpp multiplies V by the probabilities rounded to half floats.
-          f16k.quantize_row(sh, half, n_kv);
-          f16k.dequantize_row(half, sh, n_kv);
+        const float* kh = scratch.k32.data() + hk * k_head_offset;
+        // Per token j: q at q32 + j * n_q * hd, scores at scores + j * n_q * n_ctx_used.
+        if (ak.qk_tokens != nullptr) {
+          ak.qk_tokens(q32, n_tok, n_q, n_kv, kh, k_stride, hd, shape.scale, scores, n_ctx_used);
+        } else {
+          for (int j = 0; j < n_tok; ++j) {
+            ak.qk_f32(q32 + j * n_q * hd, n_q, kh, k_stride, n_kv[j], hd, shape.scale,
+                      scores + j * n_q * n_ctx_used, n_ctx_used);
+          }
         }
-        ak.pv_f32(scores, n_ctx_used, n_q, scratch.v32.data() + hk * v_head_offset, v_stride, n_kv, hd,
-                  out + t * q_stride + h0 * hd);
+        for (int j = 0; j < n_tok; ++j) {
+          float* st = scores + j * n_q * n_ctx_used;
+          for (int h = 0; h < n_q; ++h) {
+            float* sh = st + h * n_ctx_used;
+            ak.softmax(sh, n_kv[j]);
+            // llama.cpp multiplies V by the probabilities rounded to half floats.
+            f16k.quantize_row(sh, half, n_kv[j]);
+            f16k.dequantize_row(half, sh, n_kv[j]);
+          }
+          ak.pv_f32(st, n_ctx_used, n_q, scratch.v32.data() + hk * v_head_offset, v_stride, n_kv[j],
+                    hd, out + (t0 + j) * q_stride + h0 * hd);
+        }
       }
     });
     return;

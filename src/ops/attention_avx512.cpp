@@ -83,7 +83,10 @@ inline void qk_block(const float* q, int head_dim, const float* kb, int64_t j0, 
   }
   for (int d0 = 0; d0 < head_dim; d0 += 8) {
     for (int l = 0; l < 8; ++l) {
-      const __m512 k = _mm512_loadu_ps(kb + (d0 + l) * 16);
+      __m512 k = _mm512_loadu_ps(kb + (d0 + l) * 16);
+      // Keep the keys in a register: folded into each head's multiply-add, they would be
+      // loaded NQ times (the loop is bound by loads, not multiply-adds).
+      __asm__("" : "+v"(k));
       for (int h = 0; h < NQ; ++h) {
         acc[h][l] = _mm512_fmadd_ps(k, _mm512_set1_ps(q[h * head_dim + d0 + l]), acc[h][l]);
       }
@@ -111,7 +114,8 @@ inline void pv_partial(const float* p, int64_t p_stride, const float* vk, int64_
   const float* vj = vk + c0;
   for (int64_t j = k; j < n_kv; j += 8, vj += head_dim) {
     for (int s = 0; s < NS; ++s) {
-      const __m512 vs = _mm512_maskz_loadu_ps(mask[s], vj + 16 * s);
+      __m512 vs = _mm512_maskz_loadu_ps(mask[s], vj + 16 * s);
+      __asm__("" : "+v"(vs));  // in a register, loaded once for the NQ heads (as k in qk_block)
       for (int h = 0; h < NQ; ++h) {
         acc[h][s] = _mm512_fmadd_ps(_mm512_set1_ps(p[h * p_stride + j]), vs, acc[h][s]);
       }
@@ -171,6 +175,37 @@ void qk_f32_tinyblas_avx512(const float* q, int n_q, const float* kt, int64_t k_
     } else if (n_q - h == 1) {
       qk_block<1>(q + h * head_dim, head_dim, kb, j0, n, scale, scores + h * scores_stride,
                   scores_stride);
+    }
+  }
+}
+
+void qk_tokens_avx512(const float* q, int n_tok, int n_q, const int64_t* n_kv, const float* kt,
+                      int64_t k_stride, int head_dim, float scale, float* scores,
+                      int64_t scores_stride) {
+  int64_t max_kv = 0;
+  for (int t = 0; t < n_tok; ++t) max_kv = n_kv[t] > max_kv ? n_kv[t] : max_kv;
+  const int64_t q_step = static_cast<int64_t>(n_q) * head_dim;
+  const int64_t s_step = n_q * scores_stride;
+  // Key blocks outer: a block (head_dim x 16 floats) stays in L1 while every token uses it.
+  for (int64_t j0 = 0; j0 < max_kv; j0 += 16) {
+    const float* kb = kt + (j0 / 16) * k_stride;
+    for (int t = 0; t < n_tok; ++t) {
+      if (n_kv[t] <= j0) continue;
+      const int64_t n = n_kv[t] - j0;
+      const float* qt = q + t * q_step;
+      float* st = scores + t * s_step;
+      int h = 0;
+      for (; h + 3 <= n_q; h += 3) {
+        qk_block<3>(qt + h * head_dim, head_dim, kb, j0, n, scale, st + h * scores_stride,
+                    scores_stride);
+      }
+      if (n_q - h == 2) {
+        qk_block<2>(qt + h * head_dim, head_dim, kb, j0, n, scale, st + h * scores_stride,
+                    scores_stride);
+      } else if (n_q - h == 1) {
+        qk_block<1>(qt + h * head_dim, head_dim, kb, j0, n, scale, st + h * scores_stride,
+                    scores_stride);
+      }
     }
   }
 }

@@ -98,6 +98,12 @@ void qk_f32_tinyblas_avx512(const float* q, int n_q, const float* k, int64_t k_s
                             int64_t scores_stride);
 void pv_f32_tinyblas_avx512(const float* p, int64_t p_stride, int n_q, const float* v,
                             int64_t v_stride, int64_t n_kv, int head_dim, float* out);
+// qk_f32_tinyblas_avx512 for n_tok tokens at once (q: [n_tok][n_q][head_dim]; token t sees keys
+// [0, n_kv[t]); scores: [n_tok][n_q][scores_stride]), each key block used by every token in
+// turn: the same values as one call per token.
+void qk_tokens_avx512(const float* q, int n_tok, int n_q, const int64_t* n_kv, const float* kt,
+                      int64_t k_stride, int head_dim, float scale, float* scores,
+                      int64_t scores_stride);
 void softmax_ggml_avx512(float* x, int64_t n);
 
 // The attention and activation kernels of one ISA.
@@ -116,6 +122,10 @@ struct AttentionKernels {
   // qk_f32 and pv_f32 take K and V in the layouts of qk_f32_tinyblas_avx512 and
   // pv_f32_tinyblas_avx512.
   bool kv_blocked = false;
+  // Several tokens' qk_f32 at once (qk_tokens_avx512), where the ISA has it.
+  void (*qk_tokens)(const float* q, int n_tok, int n_q, const int64_t* n_kv, const float* k,
+                    int64_t k_stride, int head_dim, float scale, float* scores,
+                    int64_t scores_stride) = nullptr;
 };
 
 // Key rows [0, n) of a cache ([n, width] halves, row stride `stride`) widened to float in
@@ -127,7 +137,7 @@ void widen_key_blocks(const f16_t* k, int64_t stride, int64_t n, int64_t width, 
 inline AttentionKernels attention_kernels(Isa isa) {
   if (uses_avx512(isa)) {
     return {pv_avx2, dot_f16_ordered_avx2, qk_f16_vecdot_avx2, softmax_ggml_avx512, swiglu_avx2,
-            qk_f32_tinyblas_avx512, pv_f32_tinyblas_avx512, true};
+            qk_f32_tinyblas_avx512, pv_f32_tinyblas_avx512, true, qk_tokens_avx512};
   }
   if (uses_avx2(isa)) {
     return {pv_avx2, dot_f16_ordered_avx2, qk_f16_vecdot_avx2, softmax_ggml_avx2, swiglu_avx2,

@@ -8,8 +8,8 @@
 #include <random>
 
 #include "core/error.h"
+#include "model/arch.h"
 #include "model/names.h"
-#include "model/llama.h"
 
 namespace squeeze::compress {
 
@@ -97,9 +97,16 @@ Calibrator::Calibrator(const model::Model& m, std::vector<std::vector<int32_t>> 
   }
   hidden_.resize(static_cast<size_t>(n_samples() * ctx_ * n_embd));
   for (int64_t s = 0; s < n_samples(); ++s) {
-    model::embed_llama(m, samples_[s], hidden_.data() + s * ctx_ * n_embd);
+    model::embed(m, samples_[s], hidden_.data() + s * ctx_ * n_embd);
   }
   openblas_set_num_threads(pool.size());
+}
+
+const std::vector<double>& BlockHessians::of(std::string_view input) const {
+  for (const Entry& e : entries) {
+    if (e.input == input) return e.h;
+  }
+  throw Error("no Hessian of '" + std::string(input) + "' was collected");
 }
 
 bool Calibrator::collect(int64_t il, BlockHessians& out,
@@ -107,32 +114,31 @@ bool Calibrator::collect(int64_t il, BlockHessians& out,
                          const std::atomic<bool>* cancel) {
   const model::HParams& hp = model_.hparams();
   const int64_t n_embd = hp.n_embd;
-  const int64_t n_q = hp.n_head * hp.head_dim;
-  out.attn_in.assign(static_cast<size_t>(n_embd * n_embd), 0.0);
-  out.attn_out.assign(static_cast<size_t>(n_q * n_q), 0.0);
-  out.ffn_in.assign(static_cast<size_t>(n_embd * n_embd), 0.0);
-  out.ffn_down.assign(static_cast<size_t>(hp.n_ff * hp.n_ff), 0.0);
+  out.entries.clear();
+  for (const model::LayerMatrix& lm : model_.arch().layer_matrices) {
+    bool seen = false;
+    for (const auto& e : out.entries) seen = seen || e.input == lm.input;
+    if (seen) continue;
+    const int64_t w = model::width(hp, lm.n_in);
+    out.entries.push_back({lm.input, w, std::vector<double>(static_cast<size_t>(w * w), 0.0)});
+  }
   out.n_tokens = 0;
   std::vector<float> tmp;
   const model::TensorCallback cb = [&](std::string_view name, int, const float* data,
                                        int64_t rows, int64_t width) {
-    if (name == model::names::kAttnNorm) accumulate(out.attn_in, data, rows, width, tmp);
-    else if (name == model::names::kKqvOut) accumulate(out.attn_out, data, rows, width, tmp);
-    else if (name == model::names::kFfnNorm) accumulate(out.ffn_in, data, rows, width, tmp);
-    else if (name == model::names::kFfnAct) accumulate(out.ffn_down, data, rows, width, tmp);
+    for (auto& e : out.entries) {
+      if (e.input == name) accumulate(e.h, data, rows, width, tmp);
+    }
   };
   for (int64_t s = 0; s < n_samples(); ++s) {
     if (cancel != nullptr && cancel->load()) return false;
     std::memcpy(scratch_.x.data(), hidden_.data() + s * ctx_ * n_embd,
                 sizeof(float) * static_cast<size_t>(ctx_ * n_embd));
-    model::forward_llama_layer(model_, il, kv_, scratch_, pool_, ctx_, 0, &cb);
+    model::forward_layer(model_, il, kv_, scratch_, pool_, ctx_, 0, &cb);
     out.n_tokens += ctx_;
     if (progress) progress(s + 1, n_samples());
   }
-  symmetrize(out.attn_in, n_embd);
-  symmetrize(out.attn_out, n_q);
-  symmetrize(out.ffn_in, n_embd);
-  symmetrize(out.ffn_down, hp.n_ff);
+  for (auto& e : out.entries) symmetrize(e.h, e.width);
   return true;
 }
 
@@ -143,7 +149,7 @@ bool Calibrator::advance(int64_t il, const std::function<void(int64_t, int64_t)>
     if (cancel != nullptr && cancel->load()) return false;
     float* h = hidden_.data() + s * ctx_ * n_embd;
     std::memcpy(scratch_.x.data(), h, sizeof(float) * static_cast<size_t>(ctx_ * n_embd));
-    model::forward_llama_layer(model_, il, kv_, scratch_, pool_, ctx_, 0, nullptr);
+    model::forward_layer(model_, il, kv_, scratch_, pool_, ctx_, 0, nullptr);
     std::memcpy(h, scratch_.x.data(), sizeof(float) * static_cast<size_t>(ctx_ * n_embd));
     if (progress) progress(s + 1, n_samples());
   }

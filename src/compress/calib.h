@@ -10,10 +10,11 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/thread_pool.h"
-#include "model/context.h"
+#include "model/forward.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
 
@@ -36,14 +37,19 @@ std::string read_calibration_text(const std::string& path);
 // FNV-1a 64 of bytes, as 16 hex digits.
 std::string fnv1a64_hex(std::string_view bytes);
 
-// Hessians of the inputs of one block's matrices: [n, n] row-major, n = the input width
-// (q/k/v share attn_in, gate/up share ffn_in).
+// Hessians of the inputs of one block's matrices: one per distinct input of the
+// architecture's layer matrices (model::LayerMatrix::input: q/k/v share one, gate/up another),
+// [n, n] row-major, n = the input's width.
 struct BlockHessians {
-  std::vector<double> attn_in;   // input of attn_q, attn_k, attn_v  [n_embd]
-  std::vector<double> attn_out;  // input of attn_output              [n_head * head_dim]
-  std::vector<double> ffn_in;    // input of ffn_gate, ffn_up         [n_embd]
-  std::vector<double> ffn_down;  // input of ffn_down                 [n_ff]
+  struct Entry {
+    std::string_view input;  // a model/names.h constant
+    int64_t width = 0;
+    std::vector<double> h;
+  };
+  std::vector<Entry> entries;
   int64_t n_tokens = 0;
+  // The Hessian of `input`; throws Error when the block has none.
+  const std::vector<double>& of(std::string_view input) const;
 };
 
 class Calibrator {

@@ -3,7 +3,6 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 
-#include <array>
 #include <cctype>
 #include <filesystem>
 #include <fstream>
@@ -15,6 +14,7 @@
 #include "compress/tensor_plan.h"
 #include "core/timer.h"
 #include "formats/sq.h"
+#include "model/arch.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
 
@@ -27,23 +27,6 @@ using formats::DType;
 constexpr uint32_t kGgmlQuantizationVersion = 2;
 constexpr std::string_view kMetaPrefix = "squeeze.quantization.";
 
-// The seven matrices of a block, with where the model binds them and which Hessian feeds them.
-enum class HessianOf { AttnIn, AttnOut, FfnIn, FfnDown };
-struct BlockMatrix {
-  const char* suffix;
-  ops::WeightView model::LayerWeights::*view;
-  HessianOf hessian;
-};
-constexpr BlockMatrix kBlockMatrices[] = {
-    {"attn_q.weight", &model::LayerWeights::wq, HessianOf::AttnIn},
-    {"attn_k.weight", &model::LayerWeights::wk, HessianOf::AttnIn},
-    {"attn_v.weight", &model::LayerWeights::wv, HessianOf::AttnIn},
-    {"attn_output.weight", &model::LayerWeights::wo, HessianOf::AttnOut},
-    {"ffn_gate.weight", &model::LayerWeights::ffn_gate, HessianOf::FfnIn},
-    {"ffn_up.weight", &model::LayerWeights::ffn_up, HessianOf::FfnIn},
-    {"ffn_down.weight", &model::LayerWeights::ffn_down, HessianOf::FfnDown},
-};
-
 enum class Action { Copy, Method, Convert };
 
 struct Plan {
@@ -51,8 +34,8 @@ struct Plan {
   Action action = Action::Copy;
   DType type = DType::F32;
   Storage st;              // Action::Method
-  int64_t layer = -1;      // block index of a block matrix
-  int block_matrix = -1;   // index into kBlockMatrices
+  int64_t layer = -1;      // block index of a layer matrix
+  const model::LayerMatrix* layer_matrix = nullptr;  // the architecture's manifest entry
   std::string rule;        // the option that chose the type (TypeRule::source), if any
   std::vector<uint8_t> data;  // the output bytes (Method, Convert)
 };
@@ -65,21 +48,6 @@ std::string lower(std::string_view s) {
 
 std::string choice_text(const TypeChoice& c) {
   return c.keep ? "keep" : std::string(formats::format_info(c.type).name);
-}
-
-// "blk.12.ffn_up.weight" -> (12, index of ffn_up); (-1, -1) for other names.
-std::pair<int64_t, int> block_matrix_of(const std::string& name) {
-  if (name.rfind("blk.", 0) != 0) return {-1, -1};
-  const size_t dot = name.find('.', 4);
-  if (dot == std::string::npos || dot == 4) return {-1, -1};
-  for (size_t i = 4; i < dot; ++i) {
-    if (!std::isdigit(static_cast<unsigned char>(name[i]))) return {-1, -1};
-  }
-  const std::string rest = name.substr(dot + 1);
-  for (int k = 0; k < static_cast<int>(std::size(kBlockMatrices)); ++k) {
-    if (rest == kBlockMatrices[k].suffix) return {std::stoll(name.substr(4, dot - 4)), k};
-  }
-  return {-1, -1};
 }
 
 std::vector<float> dequantize(DType type, const void* data, int64_t cols, int64_t rows,
@@ -197,7 +165,7 @@ QuantizeStats quantize_model(const std::string& model_path, const std::string& o
     Plan p;
     p.t = &t;
     p.type = t.type;
-    std::tie(p.layer, p.block_matrix) = block_matrix_of(t.name);
+    p.layer_matrix = model::find_layer_matrix(m->arch(), t.name, p.layer);
     const TypeRule rule = type_rule(t.name, m->tied_output, o);
     const TypeChoice* choice = rule.choice;
     p.rule = rule.source;
@@ -212,7 +180,7 @@ QuantizeStats quantize_model(const std::string& model_path, const std::string& o
         p.action = Action::Convert;
         p.type = choice->type;
       }
-    } else if (p.block_matrix >= 0) {
+    } else if (p.layer_matrix != nullptr) {
       p.action = Action::Method;
       p.st = storage_for(scheme, t.shape[0]);
       p.type = p.st.type;
@@ -252,7 +220,7 @@ QuantizeStats quantize_model(const std::string& model_path, const std::string& o
 
   // Embedding and head first: with GPTQ the calibration runs on the model as it will be.
   for (Plan& p : plan) {
-    if (p.action != Action::Convert || p.block_matrix >= 0) continue;
+    if (p.action != Action::Convert || p.layer_matrix != nullptr) continue;
     check_cancel();
     log("convert " + p.t->name + " -> " + std::string(formats::format_info(p.type).name) + " (" +
             p.rule + ")",
@@ -322,10 +290,13 @@ QuantizeStats quantize_model(const std::string& model_path, const std::string& o
             std::to_string(samples.text_tokens) + " tokens)", false);
     Calibrator cal(*m, samples.samples, pool);
     const int64_t n_layer = m->hparams().n_layer;
-    // Plans of each block's matrices, by layer.
-    std::vector<std::array<Plan*, std::size(kBlockMatrices)>> by_layer(n_layer);
+    // Plans of each layer's matrices, by layer, in the manifest's order.
+    const std::span<const model::LayerMatrix> manifest = m->arch().layer_matrices;
+    std::vector<std::vector<Plan*>> by_layer(n_layer, std::vector<Plan*>(manifest.size()));
     for (Plan& p : plan) {
-      if (p.block_matrix >= 0 && p.layer < n_layer) by_layer[p.layer][p.block_matrix] = &p;
+      if (p.layer_matrix != nullptr && p.layer < n_layer) {
+        by_layer[p.layer][static_cast<size_t>(p.layer_matrix - manifest.data())] = &p;
+      }
     }
     for (int64_t il = 0; il < n_layer; ++il) {
       const std::string blk = "block " + std::to_string(il + 1) + "/" + std::to_string(n_layer);
@@ -338,20 +309,13 @@ QuantizeStats quantize_model(const std::string& model_path, const std::string& o
       };
       BlockHessians hs;
       if (!cal.collect(il, hs, bar("hessians"), o.cancel)) check_cancel();
-      for (size_t k = 0; k < std::size(kBlockMatrices); ++k) {
+      for (size_t k = 0; k < manifest.size(); ++k) {
         Plan* p = by_layer[il][k];
         if (p == nullptr) continue;
         check_cancel();
-        const std::vector<double>* h = nullptr;
-        switch (kBlockMatrices[k].hessian) {
-          case HessianOf::AttnIn: h = &hs.attn_in; break;
-          case HessianOf::AttnOut: h = &hs.attn_out; break;
-          case HessianOf::FfnIn: h = &hs.ffn_in; break;
-          case HessianOf::FfnDown: h = &hs.ffn_down; break;
-        }
-        if (p->action == Action::Method) quantize_method(*p, h);
+        if (p->action == Action::Method) quantize_method(*p, &hs.of(manifest[k].input));
         else if (p->action == Action::Convert) convert(*p);
-        if (p->action != Action::Copy) bind(*p, m->layers[il].*kBlockMatrices[k].view);
+        if (p->action != Action::Copy) bind(*p, m->layers[il].*manifest[k].view);
       }
       if (il + 1 < n_layer && !cal.advance(il, bar("forward"), o.cancel)) check_cancel();
     }

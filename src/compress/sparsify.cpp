@@ -13,7 +13,7 @@
 #include "model/names.h"
 #include "model/act_sparsity.h"
 #include "model/context.h"
-#include "model/llama.h"
+#include "model/forward.h"
 #include "ops/norm.h"
 #include "sparsity/histogram.h"
 
@@ -71,7 +71,7 @@ std::vector<double> greedy_allocation(const model::Model& m, const CalibSamples&
     return b;
   };
   std::vector<float> x(static_cast<size_t>(n_win) * win), y(x.size());
-  for (int64_t g = 0; g < n_win; ++g) model::embed_llama(m, calib.samples[g], x.data() + g * win);
+  for (int64_t g = 0; g < n_win; ++g) model::embed(m, calib.samples[g], x.data() + g * win);
   kv::KvCache kv = model::make_kv_cache(hp, ctx);
   model::ForwardScratch fs(hp, ctx);
   model::ActSparsity policy(m, t, 0.0, pool, std::nullopt, /*column_layouts=*/false);
@@ -82,7 +82,7 @@ std::vector<double> greedy_allocation(const model::Model& m, const CalibSamples&
     for (int64_t g = 0; g < n_win; ++g) {
       std::copy(x.data() + g * win, x.data() + (g + 1) * win, fs.x.data());
       fs.sparsity = sp;
-      model::forward_llama_layer(m, il, kv, fs, pool, ctx, 0, nullptr);
+      model::forward_layer(m, il, kv, fs, pool, ctx, 0, nullptr);
       fs.sparsity = nullptr;
       float* yg = y.data() + g * win;
       if (sp == nullptr) {

@@ -4,26 +4,9 @@
 #include <string>
 
 #include "core/error.h"
-#include "model/llama.h"
+#include "model/forward.h"
 
 namespace squeeze::model {
-
-kv::KvCache make_kv_cache(const HParams& hp, int64_t n_ctx) {
-  return kv::KvCache(hp.n_layer, hp.n_head_kv * hp.head_dim, n_ctx);
-}
-
-ForwardScratch::ForwardScratch(const HParams& hp, int64_t n_batch_)
-    : n_batch(n_batch_),
-      x(n_batch_ * hp.n_embd),
-      xn(n_batch_ * hp.n_embd),
-      q(n_batch_ * hp.n_head * hp.head_dim),
-      k(n_batch_ * hp.n_head_kv * hp.head_dim),
-      v(n_batch_ * hp.n_head_kv * hp.head_dim),
-      attn(n_batch_ * hp.n_head * hp.head_dim),
-      gate(n_batch_ * hp.n_ff),
-      up(n_batch_ * hp.n_ff),
-      proj(n_batch_ * hp.n_embd),
-      idx(std::max({hp.n_embd, hp.n_ff, hp.n_head * hp.head_dim})) {}
 
 static int64_t checked_ctx(const HParams& hp, int64_t n_ctx) {
   if (n_ctx <= 0) throw UsageError("context size must be positive");
@@ -127,7 +110,7 @@ std::span<const float> Context::decode_batch(const Batch& b) {
     args.logits = rows.empty() ? nullptr : out;
     args.logit_rows = rows;
     args.callback = &callback_;
-    forward_llama(model_, kv_, s_, pool_, args);
+    forward(model_, kv_, s_, pool_, args);
     for (const SeqRun& r : layout.runs) {
       const auto len_r = static_cast<int64_t>(r.rows.size());
       kv_.occupy(kv_.cell_of(r.seq, r.pos0), len_r, r.pos0, r.seq);

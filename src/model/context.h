@@ -2,65 +2,17 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
 #include <span>
-#include <string_view>
 #include <vector>
 
-#include "core/fp16.h"
 #include "core/thread_pool.h"
 #include "kv/kv_cache.h"
 #include "model/act_sparsity.h"
 #include "model/batch.h"
+#include "model/forward.h"
 #include "model/model.h"
-#include "ops/attention.h"
-#include "ops/matmul.h"
 
 namespace squeeze::model {
-
-// Called with every named intermediate when set (for debugging and reference diffs):
-// name (model/names.h), layer (-1 outside layers), [n_tokens, width] floats.
-using TensorCallback =
-    std::function<void(std::string_view name, int layer, const float* data, int64_t n_tokens,
-                       int64_t width)>;
-
-// A KV cache of n_ctx cells for the model's layers and kv heads.
-kv::KvCache make_kv_cache(const HParams& hp, int64_t n_ctx);
-
-// Scratch for one forward chunk of up to n_batch tokens.
-struct ForwardScratch {
-  ForwardScratch(const HParams& hp, int64_t n_batch);
-  int64_t n_batch;
-  std::vector<float> x;        // [n_batch, n_embd] residual stream
-  std::vector<float> xn;       // [n_batch, n_embd] normalised input of a block
-  std::vector<float> q;        // [n_batch, n_head * head_dim]
-  std::vector<float> k;        // [n_batch, n_head_kv * head_dim]
-  std::vector<float> v;        // [n_batch, n_head_kv * head_dim]
-  std::vector<float> attn;     // [n_batch, n_head * head_dim]
-  std::vector<float> gate;     // [n_batch, n_ff]
-  std::vector<float> up;       // [n_batch, n_ff]
-  std::vector<float> proj;     // [n_batch, n_embd] output of wo / ffn_down
-  ops::MatmulScratch mm;
-  ops::AttentionScratch att;
-  // The rotary angles of the chunk's positions (ops::Rope::angles, n_rot floats each): computed
-  // by the first layer of a chunk, reused by the others.
-  std::vector<float> rope_cs;
-  std::vector<int32_t> rope_pos;  // the positions rope_cs holds the angles of
-  // A sequence's query rows and attention output gathered from an interleaved batch.
-  std::vector<float> q_seq, attn_seq;
-  // Activation sparsity: the policy (null: dense), indices of the kept activations of one
-  // token, kernel scratch, and counters of what was kept.
-  const ActSparsity* sparsity = nullptr;
-  std::vector<int32_t> idx;
-  std::vector<float> fused;  // the output of a stacked product (SparseLayer::qkv, gate_up)
-  ops::SparseScratch sparse;
-  // The MLP of one sparse token run by threads that own ranges of neurons (llama.cpp): per
-  // range its kept neurons, prepared input, partial output and kernel scratch.
-  std::vector<int32_t> ffn_idx;
-  std::vector<ops::SparseInput> ffn_in;
-  std::vector<float> ffn_acc;
-  SparsityCounters counters;
-};
 
 class Context {
  public:

@@ -1,7 +1,7 @@
 #include "model/model.h"
 
 #include "core/error.h"
-#include "model/llama.h"
+#include "model/arch.h"
 
 namespace squeeze::model {
 
@@ -12,12 +12,12 @@ std::unique_ptr<Model> Model::load(const std::string& path) {
 std::unique_ptr<Model> Model::load(gguf::File file) {
   std::unique_ptr<Model> m(new Model(std::move(file)));
   m->hparams_.arch = std::string(m->file_.require_string("general.architecture"));
-  if (m->hparams_.arch == "llama") {
-    load_llama(*m);
-  } else {
+  m->arch_ = find_arch(m->hparams_.arch);
+  if (m->arch_ == nullptr) {
     throw FormatError(m->file_.path() + ": unsupported architecture '" + m->hparams_.arch +
-                      "' (supported: llama)");
+                      "' (supported: " + supported_archs() + ")");
   }
+  m->arch_->load(m->file_, m->hparams_, *m);
   return m;
 }
 
@@ -25,8 +25,7 @@ size_t Model::weight_bytes() const {
   auto bytes = [](const ops::WeightView& w) { return w.row_bytes * static_cast<size_t>(w.n_rows); };
   size_t total = bytes(output);
   for (const LayerWeights& L : layers) {
-    total += bytes(L.wq) + bytes(L.wk) + bytes(L.wv) + bytes(L.wo) + bytes(L.ffn_gate) +
-             bytes(L.ffn_up) + bytes(L.ffn_down);
+    for (const LayerMatrix& lm : arch_->layer_matrices) total += bytes(L.*lm.view);
   }
   return total;
 }

@@ -13,6 +13,8 @@
 
 namespace squeeze::model {
 
+struct Arch;
+
 struct HParams {
   std::string arch;          // general.architecture
   int64_t n_vocab = 0;
@@ -51,6 +53,8 @@ class Model {
 
   const gguf::File& file() const { return file_; }
   const HParams& hparams() const { return hparams_; }
+  // The architecture's table entry (model/arch.h).
+  const Arch& arch() const { return *arch_; }
 
   ops::WeightView token_embd;         // [n_vocab, n_embd] (row per token)
   const float* output_norm = nullptr; // [n_embd]
@@ -65,7 +69,7 @@ class Model {
   explicit Model(gguf::File file) : file_(std::move(file)) {}
   gguf::File file_;
   HParams hparams_;
-  friend void load_llama(Model& m);
+  const Arch* arch_ = nullptr;
 };
 
 }  // namespace squeeze::model

@@ -1,0 +1,172 @@
+#include "model/blocks.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "model/names.h"
+#include "model/sparse_blocks.h"
+#include "ops/norm.h"
+
+namespace squeeze::model {
+
+LayerPass::LayerPass(const Model& m, int64_t il_, int64_t n_, ForwardScratch& s_,
+                     ThreadPool& pool_, const TensorCallback* callback_)
+    : hp(m.hparams()),
+      L(m.layers[il_]),
+      il(il_),
+      n(n_),
+      s(s_),
+      pool(pool_),
+      callback(callback_),
+      sparse(s_.sparsity != nullptr ? &s_.sparsity->layer(il_) : nullptr) {}
+
+void LayerPass::matmul(const ops::WeightView& w, const float* x, float* y) const {
+  ops::matmul(w, x, n, w.n_cols, y, w.n_rows, pool, s.mm);
+  count(dense_bytes(w), dense_bytes(w));
+}
+
+namespace {
+
+void qkv_dense(const LayerPass& p) {
+  const int64_t n_q = p.hp.n_head * p.hp.head_dim;
+  const int64_t n_kv = p.hp.n_head_kv * p.hp.head_dim;
+  ForwardScratch& s = p.s;
+  ops::matmul({{&p.L.wq, s.q.data(), n_q}, {&p.L.wk, s.k.data(), n_kv}, {&p.L.wv, s.v.data(), n_kv}},
+              s.xn.data(), p.n, p.hp.n_embd, p.pool, s.mm);
+  for (const ops::WeightView* w : {&p.L.wq, &p.L.wk, &p.L.wv}) p.count(dense_bytes(*w), dense_bytes(*w));
+}
+
+void attn_output_dense(const LayerPass& p) { p.matmul(p.L.wo, p.s.attn.data(), p.s.proj.data()); }
+
+void mlp_dense(const LayerPass& p) {
+  const int64_t n_ff = p.hp.n_ff;
+  ForwardScratch& s = p.s;
+  ops::matmul({{&p.L.ffn_gate, s.gate.data(), n_ff}, {&p.L.ffn_up, s.up.data(), n_ff}},
+              s.xn.data(), p.n, p.hp.n_embd, p.pool, s.mm);
+  for (const ops::WeightView* w : {&p.L.ffn_gate, &p.L.ffn_up}) p.count(dense_bytes(*w), dense_bytes(*w));
+  p.emit(names::kFfnGate, s.gate.data(), n_ff);
+  ops::swiglu(s.gate.data(), s.up.data(), p.n * n_ff, s.gate.data());
+  p.emit(names::kFfnAct, s.gate.data(), n_ff);
+  p.matmul(p.L.ffn_down, s.gate.data(), s.proj.data());
+}
+
+constexpr LayerBlocks kDense{qkv_dense, attn_output_dense, mlp_dense};
+constexpr LayerBlocks kTeal{qkv_teal, attn_output_teal, mlp_teal};
+constexpr LayerBlocks kGateCut{qkv_dense, attn_output_dense, mlp_gate_cut};
+
+}  // namespace
+
+const LayerBlocks& layer_blocks(const ActSparsity* policy) {
+  if (policy == nullptr) return kDense;
+  return policy->method() == sparsity::Method::Teal ? kTeal : kGateCut;
+}
+
+void rms_norm_rows(const LayerPass& p, const float* x, const float* w, float* out) {
+  const int64_t n_embd = p.hp.n_embd;
+  for (int64_t t = 0; t < p.n; ++t) {
+    ops::rms_norm(x + t * n_embd, w, n_embd, p.hp.rms_eps, out + t * n_embd);
+  }
+}
+
+void add_rows(const LayerPass& p, float* x, const float* y) {
+  for (int64_t i = 0; i < p.n * p.hp.n_embd; ++i) x[i] += y[i];
+}
+
+void rope_qk(const LayerPass& p, const ChunkLayout& b) {
+  const HParams& hp = p.hp;
+  ForwardScratch& s = p.s;
+  const int64_t n_q = hp.n_head * hp.head_dim;
+  const int64_t n_kv = hp.n_head_kv * hp.head_dim;
+  const ops::Rope rope(static_cast<int>(hp.n_rot), hp.rope_freq_base, hp.rope_layout);
+  if (!std::equal(b.pos.begin(), b.pos.end(), s.rope_pos.begin(), s.rope_pos.end())) {
+    s.rope_cs.resize(static_cast<size_t>(p.n * hp.n_rot));
+    for (int64_t t = 0; t < p.n; ++t) rope.angles(b.pos[t], s.rope_cs.data() + t * hp.n_rot);
+    s.rope_pos.assign(b.pos.begin(), b.pos.end());
+  }
+  for (int64_t t = 0; t < p.n; ++t) {
+    const float* cs = s.rope_cs.data() + t * hp.n_rot;
+    rope.rotate(s.q.data() + t * n_q, static_cast<int>(hp.n_head), static_cast<int>(hp.head_dim),
+                cs);
+    rope.rotate(s.k.data() + t * n_kv, static_cast<int>(hp.n_head_kv),
+                static_cast<int>(hp.head_dim), cs);
+  }
+  p.emit(names::kQ, s.q.data(), n_q);
+  p.emit(names::kK, s.k.data(), n_kv);
+  p.emit(names::kV, s.v.data(), n_kv);
+}
+
+void attend(const LayerPass& p, kv::KvCache& kv, const ChunkLayout& b) {
+  const HParams& hp = p.hp;
+  ForwardScratch& s = p.s;
+  const int64_t n_q = hp.n_head * hp.head_dim;
+  const int64_t n_kv = hp.n_head_kv * hp.head_dim;
+  const ops::AttentionShape shape{static_cast<int>(hp.n_head), static_cast<int>(hp.n_head_kv),
+                                  static_cast<int>(hp.head_dim),
+                                  1.0f / std::sqrt(static_cast<float>(hp.head_dim))};
+  for (const SeqRun& r : b.runs) {
+    const int64_t len = static_cast<int64_t>(r.rows.size());
+    const ops::KvView view = kv.view(p.il, r.seq, r.pos0 + len);
+    if (r.contiguous()) {
+      const int64_t r0 = r.rows.front();
+      kv.store(p.il, kv.cell_of(r.seq, r.pos0), len, s.k.data() + r0 * n_kv,
+               s.v.data() + r0 * n_kv);
+      ops::attention(shape, s.q.data() + r0 * n_q, len, r.pos0, view, s.attn.data() + r0 * n_q,
+                     p.pool, s.att);
+      continue;
+    }
+    s.q_seq.resize(static_cast<size_t>(len * n_q));
+    s.attn_seq.resize(static_cast<size_t>(len * n_q));
+    for (int64_t i = 0; i < len; ++i) {
+      const int64_t row = r.rows[i];
+      kv.store(p.il, kv.cell_of(r.seq, r.pos0 + i), 1, s.k.data() + row * n_kv,
+               s.v.data() + row * n_kv);
+      std::copy_n(s.q.data() + row * n_q, n_q, s.q_seq.data() + i * n_q);
+    }
+    ops::attention(shape, s.q_seq.data(), len, r.pos0, view, s.attn_seq.data(), p.pool, s.att);
+    for (int64_t i = 0; i < len; ++i) {
+      std::copy_n(s.attn_seq.data() + i * n_q, n_q, s.attn.data() + r.rows[i] * n_q);
+    }
+  }
+  p.emit(names::kKqvOut, s.attn.data(), n_q);
+}
+
+void output_head(const Model& m, ForwardScratch& s, ThreadPool& pool, const float* x,
+                 std::span<const int32_t> logit_rows, float* logits,
+                 const TensorCallback* callback) {
+  const HParams& hp = m.hparams();
+  const int64_t n_embd = hp.n_embd;
+  const int64_t rows = static_cast<int64_t>(logit_rows.size());
+  auto emit = [&](std::string_view name, const float* data, int64_t width) {
+    if (callback != nullptr && *callback) (*callback)(name, -1, data, rows, width);
+  };
+  for (int64_t i = 0; i < rows; ++i) {
+    ops::rms_norm(x + logit_rows[i] * n_embd, m.output_norm, n_embd, hp.rms_eps,
+                  s.xn.data() + i * n_embd);
+  }
+  // Head sparsity (an extension of TEAL, asked for with --head-sparsity): the same threshold
+  // rule on the head's input; one token reads only the kept inputs' columns.
+  const SparseHead* head =
+      s.sparsity != nullptr && s.sparsity->head().on ? &s.sparsity->head() : nullptr;
+  int64_t head_kept = 0;
+  if (head != nullptr) {
+    int64_t total = 0;
+    for (int64_t t = 0; t < rows; ++t) {
+      head_kept = apply_threshold(s.xn.data() + t * n_embd, n_embd, head->t, s.idx.data());
+      total += head_kept;
+    }
+    s.counters.head_kept += static_cast<uint64_t>(total);
+    s.counters.head_seen += static_cast<uint64_t>(rows * n_embd);
+  }
+  emit(names::kResultNorm, s.xn.data(), n_embd);
+  if (head != nullptr && rows == 1 && head->cols.n_rows > 0 &&
+      static_cast<double>(head_kept) <= kSparseMaxDensity * static_cast<double>(n_embd)) {
+    ops::prepare_sparse_input(s.xn.data(), s.idx.data(), head_kept, n_embd, s.sparse.input,
+                              ops::needs_q4_input(head->cols));
+    ops::sparse_gemv(head->cols, s.sparse.input, logits, pool, s.sparse);
+  } else {
+    ops::matmul(m.output, s.xn.data(), rows, n_embd, logits, hp.n_vocab, pool, s.mm);
+  }
+  emit(names::kResultOutput, logits, hp.n_vocab);
+}
+
+}  // namespace squeeze::model

@@ -1,0 +1,62 @@
+#include "model/forward.h"
+
+#include <algorithm>
+
+#include "model/arch.h"
+#include "model/blocks.h"
+#include "model/names.h"
+
+namespace squeeze::model {
+
+kv::KvCache make_kv_cache(const HParams& hp, int64_t n_ctx) {
+  return kv::KvCache(hp.n_layer, hp.n_head_kv * hp.head_dim, n_ctx);
+}
+
+ForwardScratch::ForwardScratch(const HParams& hp, int64_t n_batch_)
+    : n_batch(n_batch_),
+      x(n_batch_ * hp.n_embd),
+      xn(n_batch_ * hp.n_embd),
+      q(n_batch_ * hp.n_head * hp.head_dim),
+      k(n_batch_ * hp.n_head_kv * hp.head_dim),
+      v(n_batch_ * hp.n_head_kv * hp.head_dim),
+      attn(n_batch_ * hp.n_head * hp.head_dim),
+      gate(n_batch_ * hp.n_ff),
+      up(n_batch_ * hp.n_ff),
+      proj(n_batch_ * hp.n_embd),
+      idx(std::max({hp.n_embd, hp.n_ff, hp.n_head * hp.head_dim})) {}
+
+void embed(const Model& m, std::span<const int32_t> tokens, float* x) {
+  const int64_t n_embd = m.hparams().n_embd;
+  for (size_t t = 0; t < tokens.size(); ++t) {
+    ops::dequantize_row(m.token_embd, tokens[t], x + static_cast<int64_t>(t) * n_embd);
+  }
+}
+
+void forward_layer(const Model& m, int64_t il, kv::KvCache& kv, ForwardScratch& s,
+                   ThreadPool& pool, const ChunkLayout& b, const TensorCallback* callback) {
+  m.arch().forward_layer(m, il, kv, s, pool, b, callback);
+}
+
+void forward_layer(const Model& m, int64_t il, kv::KvCache& kv, ForwardScratch& s,
+                   ThreadPool& pool, int64_t n, int64_t pos0, const TensorCallback* callback) {
+  std::vector<int32_t> pos;
+  forward_layer(m, il, kv, s, pool, single_sequence(n, static_cast<int32_t>(pos0), 0, pos),
+                callback);
+}
+
+void forward(const Model& m, kv::KvCache& kv, ForwardScratch& s, ThreadPool& pool,
+             const ForwardArgs& a) {
+  const HParams& hp = m.hparams();
+  const int64_t n = static_cast<int64_t>(a.tokens.size());
+  float* x = s.x.data();
+  embed(m, a.tokens, x);
+  if (a.callback != nullptr && *a.callback) (*a.callback)(names::kInpEmbd, -1, x, n, hp.n_embd);
+  for (int64_t il = 0; il < hp.n_layer; ++il) {
+    m.arch().forward_layer(m, il, kv, s, pool, *a.layout, a.callback);
+  }
+  // The output head: only the rows whose logits are wanted.
+  if (a.logits == nullptr || a.logit_rows.empty()) return;
+  output_head(m, s, pool, x, a.logit_rows, a.logits, a.callback);
+}
+
+}  // namespace squeeze::model

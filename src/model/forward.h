@@ -1,0 +1,90 @@
+// The forward pass, whatever the architecture: the embedding, the model's layers through its
+// architecture's table entry (model/arch.h), the output head; and the scratch it runs in.
+// Context (context.h) drives it for decoding; calibration runs its layers one at a time.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "core/thread_pool.h"
+#include "kv/kv_cache.h"
+#include "model/act_sparsity.h"
+#include "model/batch.h"
+#include "model/model.h"
+#include "ops/attention.h"
+#include "ops/matmul.h"
+
+namespace squeeze::model {
+
+// Called with every named intermediate when set (for debugging and reference diffs):
+// name (model/names.h), layer (-1 outside layers), [n_tokens, width] floats.
+using TensorCallback =
+    std::function<void(std::string_view name, int layer, const float* data, int64_t n_tokens,
+                       int64_t width)>;
+
+// A KV cache of n_ctx cells for the model's layers and kv heads.
+kv::KvCache make_kv_cache(const HParams& hp, int64_t n_ctx);
+
+// Scratch for one forward chunk of up to n_batch tokens.
+struct ForwardScratch {
+  ForwardScratch(const HParams& hp, int64_t n_batch);
+  int64_t n_batch;
+  std::vector<float> x;        // [n_batch, n_embd] residual stream
+  std::vector<float> xn;       // [n_batch, n_embd] normalised input of a block
+  std::vector<float> q;        // [n_batch, n_head * head_dim]
+  std::vector<float> k;        // [n_batch, n_head_kv * head_dim]
+  std::vector<float> v;        // [n_batch, n_head_kv * head_dim]
+  std::vector<float> attn;     // [n_batch, n_head * head_dim]
+  std::vector<float> gate;     // [n_batch, n_ff]
+  std::vector<float> up;       // [n_batch, n_ff]
+  std::vector<float> proj;     // [n_batch, n_embd] output of wo / ffn_down
+  ops::MatmulScratch mm;
+  ops::AttentionScratch att;
+  // The rotary angles of the chunk's positions (ops::Rope::angles, n_rot floats each): computed
+  // by the first layer of a chunk, reused by the others.
+  std::vector<float> rope_cs;
+  std::vector<int32_t> rope_pos;  // the positions rope_cs holds the angles of
+  // A sequence's query rows and attention output gathered from an interleaved batch.
+  std::vector<float> q_seq, attn_seq;
+  // Activation sparsity: the policy (null: dense), indices of the kept activations of one
+  // token, kernel scratch, and counters of what was kept.
+  const ActSparsity* sparsity = nullptr;
+  std::vector<int32_t> idx;
+  std::vector<float> fused;  // the output of a stacked product (SparseLayer::qkv, gate_up)
+  ops::SparseScratch sparse;
+  // The MLP of one sparse token run by threads that own ranges of neurons (llama.cpp): per
+  // range its kept neurons, prepared input, partial output and kernel scratch.
+  std::vector<int32_t> ffn_idx;
+  std::vector<ops::SparseInput> ffn_in;
+  std::vector<float> ffn_acc;
+  SparsityCounters counters;
+};
+
+struct ForwardArgs {
+  std::span<const int32_t> tokens;  // one chunk, at most scratch.n_batch
+  const ChunkLayout* layout = nullptr;  // the tokens' positions and sequences
+  float* logits = nullptr;          // [logit_rows.size(), n_vocab]; nullptr: no head
+  std::span<const int32_t> logit_rows;  // rows of the chunk whose logits are wanted, ascending
+  const TensorCallback* callback = nullptr;
+};
+
+// The forward pass of one chunk: embeds the tokens, runs every layer (writing their K and V
+// into kv) and, for the rows asked for, the output head.
+void forward(const Model& m, kv::KvCache& kv, ForwardScratch& s, ThreadPool& pool,
+             const ForwardArgs& args);
+
+// The pieces of forward, for callers that run the layers one at a time (calibration):
+// x[t * n_embd ..] = the embedding row of tokens[t].
+void embed(const Model& m, std::span<const int32_t> tokens, float* x);
+// Layer `il` of the model's architecture on the residual stream s.x ([b.n, n_embd], updated in
+// place) for the tokens of layout b, writing their K and V into kv's layer il.
+void forward_layer(const Model& m, int64_t il, kv::KvCache& kv, ForwardScratch& s,
+                   ThreadPool& pool, const ChunkLayout& b, const TensorCallback* callback);
+// The same for n tokens of sequence 0 at positions pos0..
+void forward_layer(const Model& m, int64_t il, kv::KvCache& kv, ForwardScratch& s,
+                   ThreadPool& pool, int64_t n, int64_t pos0, const TensorCallback* callback);
+
+}  // namespace squeeze::model

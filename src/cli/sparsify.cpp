@@ -9,7 +9,7 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
-#include "compress/calib.h"
+#include "calib/calib.h"
 #include "compress/output.h"
 #include "compress/sparsify.h"
 #include "core/timer.h"
@@ -81,7 +81,7 @@ int cmd_sparsify(int argc, char** argv) {
     if (threads < 0) throw UsageError("--threads must be positive");
     auto model = model::Model::load(resolve_model_path(in));
     compress::check_output_path(model->file(), out);
-    const std::string text = compress::read_calibration_text(calib);
+    const std::string text = calib::read_calibration_text(calib);
     tokenizer::Tokenizer tok(tokenizer::read_vocab(model->file()));
     ThreadPool pool(threads > 0 ? threads : ThreadPool::default_threads());
 

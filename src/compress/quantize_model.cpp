@@ -8,10 +8,10 @@
 #include <fstream>
 #include <sstream>
 
-#include "compress/calib.h"
 #include "compress/convert.h"
 #include "compress/output.h"
 #include "compress/tensor_plan.h"
+#include "calib/calib.h"
 #include "core/timer.h"
 #include "formats/sq.h"
 #include "model/arch.h"
@@ -152,7 +152,7 @@ QuantizeStats quantize_model(const std::string& model_path, const std::string& o
   const gguf::File& src = m->file();
   check_output_path(src, out_path);
   std::string calib_text;
-  if (gptq) calib_text = read_calibration_text(o.calib_path);
+  if (gptq) calib_text = calib::read_calibration_text(o.calib_path);
 
   // --- the plan, checked in full before any work ---
   if (m->tied_output && o.embd && o.output) {
@@ -188,14 +188,14 @@ QuantizeStats quantize_model(const std::string& model_path, const std::string& o
     plan.push_back(std::move(p));
   }
 
-  CalibSamples samples;
+  calib::CalibSamples samples;
   if (gptq) {
     if (o.calib_ctx > m->hparams().n_ctx_train) {
       throw UsageError("--calib-ctx " + std::to_string(o.calib_ctx) + " exceeds the model's " +
                        std::to_string(m->hparams().n_ctx_train) + " tokens");
     }
     tokenizer::Tokenizer tok(tokenizer::read_vocab(src));
-    samples = sample_calibration_text(calib_text, tok, o.calib_samples, o.calib_ctx, o.seed);
+    samples = calib::sample_calibration_text(calib_text, tok, o.calib_samples, o.calib_ctx, o.seed);
   }
 
   QuantizeStats stats;
@@ -288,7 +288,7 @@ QuantizeStats quantize_model(const std::string& model_path, const std::string& o
     log("calibration: " + std::to_string(o.calib_samples) + " samples x " +
             std::to_string(o.calib_ctx) + " tokens from " + o.calib_path + " (" +
             std::to_string(samples.text_tokens) + " tokens)", false);
-    Calibrator cal(*m, samples.samples, pool);
+    calib::Calibrator cal(*m, samples.samples, pool);
     const int64_t n_layer = m->hparams().n_layer;
     // Plans of each layer's matrices, by layer, in the manifest's order.
     const std::span<const model::LayerMatrix> manifest = m->arch().layer_matrices;
@@ -298,17 +298,13 @@ QuantizeStats quantize_model(const std::string& model_path, const std::string& o
         by_layer[p.layer][static_cast<size_t>(p.layer_matrix - manifest.data())] = &p;
       }
     }
-    for (int64_t il = 0; il < n_layer; ++il) {
-      const std::string blk = "block " + std::to_string(il + 1) + "/" + std::to_string(n_layer);
-      auto bar = [&](const char* what) {
-        return [&, what](int64_t done, int64_t total) {
-          log(blk + ": " + what + " " + std::to_string(done) + "/" + std::to_string(total) +
-                  " samples, " + fmt("%.0f s", timer.seconds()),
-              true);
-        };
-      };
-      BlockHessians hs;
-      if (!cal.collect(il, hs, bar("hessians"), o.cancel)) check_cancel();
+    const auto progress = [&](int64_t il, const char* phase, int64_t done, int64_t total) {
+      log("block " + std::to_string(il + 1) + "/" + std::to_string(n_layer) + ": " + phase + " " +
+              std::to_string(done) + "/" + std::to_string(total) + " samples, " +
+              fmt("%.0f s", timer.seconds()),
+          true);
+    };
+    const auto apply = [&](int64_t il, const calib::BlockHessians& hs) {
       for (size_t k = 0; k < manifest.size(); ++k) {
         Plan* p = by_layer[il][k];
         if (p == nullptr) continue;
@@ -317,8 +313,8 @@ QuantizeStats quantize_model(const std::string& model_path, const std::string& o
         else if (p->action == Action::Convert) convert(*p);
         if (p->action != Action::Copy) bind(*p, m->layers[il].*manifest[k].view);
       }
-      if (il + 1 < n_layer && !cal.advance(il, bar("forward"), o.cancel)) check_cancel();
-    }
+    };
+    if (!cal.for_each_block(apply, progress, o.cancel)) check_cancel();
     for (Plan& p : plan) {
       if (p.action == Action::Convert && p.data.empty()) {
         check_cancel();

@@ -7,8 +7,8 @@
 #include <memory>
 #include <vector>
 
-#include "compress/calib.h"
 #include "compress/output.h"
+#include "calib/calib.h"
 #include "core/error.h"
 #include "model/names.h"
 #include "model/act_sparsity.h"
@@ -47,7 +47,7 @@ constexpr double kMaxSiteSparsity = 0.99;
 
 using Alloc = std::array<double, sparsity::kTealSites>;
 
-std::vector<double> greedy_allocation(const model::Model& m, const CalibSamples& calib,
+std::vector<double> greedy_allocation(const model::Model& m, const calib::CalibSamples& calib,
                                       const sparsity::AbsHistogram* hist,
                                       const sparsity::ThresholdTable& t,
                                       const SparsifyOptions& opts, ThreadPool& pool,
@@ -213,9 +213,9 @@ SparsifyResult calibrate_sparsity(const model::Model& m, const tokenizer::Tokeni
                                                                           : text.find('\n', cut) + 1);
   const std::string head = text.substr(0, cut), tail = text.substr(cut);
   if (tail.empty()) throw UsageError("the calibration text is too short to hold back a part");
-  const CalibSamples calib = sample_calibration_text(head, tok, opts.n_samples, opts.ctx, opts.seed);
-  const CalibSamples held =
-      sample_calibration_text(tail, tok, opts.heldout_samples, opts.ctx, opts.seed + 1);
+  const calib::CalibSamples calib = calib::sample_calibration_text(head, tok, opts.n_samples, opts.ctx, opts.seed);
+  const calib::CalibSamples held =
+      calib::sample_calibration_text(tail, tok, opts.heldout_samples, opts.ctx, opts.seed + 1);
 
   const Method method = opts.method;
   const int sites = sparsity::n_sites(method);
@@ -256,7 +256,7 @@ SparsifyResult calibrate_sparsity(const model::Model& m, const tokenizer::Tokeni
     }
   });
   int64_t sample_index = 0;  // the window being run (the batch masks' row)
-  auto run_all = [&](const CalibSamples& set, const std::string& stage) {
+  auto run_all = [&](const calib::CalibSamples& set, const std::string& stage) {
     for (size_t i = 0; i < set.samples.size(); ++i) {
       if (cancelled(opts.cancel)) throw interrupted;
       sample_index = static_cast<int64_t>(i);

@@ -5,6 +5,7 @@
 
 #include "model/names.h"
 #include "model/sparse_blocks.h"
+#include "ops/activation.h"
 #include "ops/norm.h"
 
 namespace squeeze::model {

@@ -4,6 +4,7 @@
 #include <initializer_list>
 
 #include "model/names.h"
+#include "ops/activation.h"
 
 namespace squeeze::model {
 

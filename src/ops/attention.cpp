@@ -10,10 +10,6 @@
 
 namespace squeeze::ops {
 
-void swiglu(const float* gate, const float* up, int64_t n, float* out) {
-  attention_kernels(active_isa()).swiglu(gate, up, n, out);
-}
-
 void widen_key_blocks(const f16_t* k, int64_t stride, int64_t n, int64_t width, float* dst) {
   constexpr int64_t kRows = 16;
   for (int64_t j0 = 0; j0 < n; j0 += kRows) {

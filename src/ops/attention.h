@@ -33,7 +33,4 @@ struct AttentionShape {
 void attention(const AttentionShape& shape, const float* q, int64_t n_tokens, int64_t pos0,
                const KvView& kv, float* out, ThreadPool& pool, AttentionScratch& scratch);
 
-// out[i] = silu(gate[i]) * up[i]
-void swiglu(const float* gate, const float* up, int64_t n, float* out);
-
 }  // namespace squeeze::ops

@@ -1,4 +1,4 @@
-#include "compress/calib.h"
+#include "calib/calib.h"
 
 #include <cblas.h>
 
@@ -11,7 +11,7 @@
 #include "model/arch.h"
 #include "model/names.h"
 
-namespace squeeze::compress {
+namespace squeeze::calib {
 
 namespace {
 
@@ -156,4 +156,21 @@ bool Calibrator::advance(int64_t il, const std::function<void(int64_t, int64_t)>
   return true;
 }
 
-}  // namespace squeeze::compress
+bool Calibrator::for_each_block(
+    const std::function<void(int64_t il, const BlockHessians& h)>& apply,
+    const BlockProgress& progress, const std::atomic<bool>* cancel) {
+  const int64_t n_layer = model_.hparams().n_layer;
+  BlockHessians hs;
+  for (int64_t il = 0; il < n_layer; ++il) {
+    auto report = [&](const char* phase) -> std::function<void(int64_t, int64_t)> {
+      if (!progress) return nullptr;
+      return [&, phase](int64_t done, int64_t total) { progress(il, phase, done, total); };
+    };
+    if (!collect(il, hs, report("hessians"), cancel)) return false;
+    apply(il, hs);
+    if (il + 1 < n_layer && !advance(il, report("forward"), cancel)) return false;
+  }
+  return true;
+}
+
+}  // namespace squeeze::calib

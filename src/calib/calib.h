@@ -18,7 +18,7 @@
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
 
-namespace squeeze::compress {
+namespace squeeze::calib {
 
 struct CalibSamples {
   std::vector<std::vector<int32_t>> samples;  // each: BOS + ctx - 1 tokens of the text
@@ -67,6 +67,16 @@ class Calibrator {
   bool advance(int64_t il, const std::function<void(int64_t, int64_t)>& progress,
                const std::atomic<bool>* cancel);
 
+  // The sequential block loop that GPTQ and the pruners are clients of: for each block in
+  // order, collect its Hessians on the current hidden states, let apply(il, hessians) change
+  // the block's weights (rebinding the model's views), then advance the hidden states through
+  // the block as it is now (not after the last one). progress(il, phase, done, total) after
+  // each sample, phase "hessians" or "forward". Returns false once cancel is set.
+  using BlockProgress =
+      std::function<void(int64_t il, const char* phase, int64_t done, int64_t total)>;
+  bool for_each_block(const std::function<void(int64_t il, const BlockHessians& h)>& apply,
+                      const BlockProgress& progress, const std::atomic<bool>* cancel);
+
   int64_t n_samples() const { return static_cast<int64_t>(samples_.size()); }
   int64_t n_tokens() const { return n_samples() * ctx_; }
 
@@ -80,4 +90,4 @@ class Calibrator {
   model::ForwardScratch scratch_;
 };
 
-}  // namespace squeeze::compress
+}  // namespace squeeze::calib

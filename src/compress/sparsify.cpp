@@ -434,7 +434,7 @@ KeptMasks check_heldout(const model::Model& m, SiteCalibration& c, const calib::
       }
       // The run-time rule: |x| >= t (TEAL), the gate-space cut (CATS, ReLU).
       const model::SparseLayer& S = policy.layer(layer);
-      const float th = S.t[site];
+      const float th = S.thresholds[site];
       for (int64_t p = 0; p < rows; ++p) {
         uint64_t* bits = masks.bits[h].data() + (c.sample_index() * opts.ctx + p) * words;
         for (int64_t i = 0; i < width; ++i) {

@@ -106,11 +106,11 @@ ActSparsity::ActSparsity(const Model& m, sparsity::ThresholdTable table, double 
     for (int64_t il = l0; il < l1; ++il) {
       SparseLayer& S = layers_[il];
       const LayerWeights& L = m.layers[il];
-      for (int s = 0; s < table_.sites(); ++s) S.t[s] = table_.at(il, s, li);
+      for (int s = 0; s < table_.sites(); ++s) S.thresholds[s] = table_.at(il, s, li);
       if (table_.method == sparsity::Method::Relu) {
         S.keep_above = std::numeric_limits<float>::denorm_min();
       } else if (table_.method == sparsity::Method::Cats) {
-        set_gate_interval(S, S.t[sparsity::kGateAct]);
+        set_gate_interval(S, S.thresholds[sparsity::kGateAct]);
       }
       if (!column_layouts) continue;
       int64_t& fb = fallbacks[il];
@@ -147,8 +147,8 @@ ActSparsity::ActSparsity(const Model& m, sparsity::ThresholdTable table, double 
 
 void ActSparsity::set_thresholds(int64_t il, const std::array<float, sparsity::kTealSites>& t) {
   SparseLayer& S = layers_.at(static_cast<size_t>(il));
-  S.t = t;
-  if (table_.method == sparsity::Method::Cats) set_gate_interval(S, S.t[sparsity::kGateAct]);
+  S.thresholds = t;
+  if (table_.method == sparsity::Method::Cats) set_gate_interval(S, S.thresholds[sparsity::kGateAct]);
 }
 
 size_t ActSparsity::bytes() const {

@@ -19,7 +19,7 @@
 namespace squeeze::model {
 
 struct SparseLayer {
-  std::array<float, sparsity::kTealSites> t{};  // per site of the method, at the chosen level
+  std::array<float, sparsity::kTealSites> thresholds{};  // per site of the method, at the chosen level
   // CATS's cut in gate space: |SiLU(g)| >= t  <=>  g >= keep_above, or g within
   // [keep_neg_lo, keep_neg_hi] (SiLU's negative dip, empty when t exceeds its depth 0.278).
   // ReLU: keep_above = the smallest positive float, empty dip.

@@ -16,7 +16,7 @@ namespace {
 int64_t sparsify(const LayerPass& p, float* data, int64_t width, int site) {
   int64_t kept = 0, total = 0;
   for (int64_t t = 0; t < p.n; ++t) {
-    kept = apply_threshold(data + t * width, width, p.sparse->t[site], p.s.idx.data());
+    kept = apply_threshold(data + t * width, width, p.sparse->thresholds[site], p.s.idx.data());
     total += kept;
   }
   p.s.counters.kept[site] += static_cast<uint64_t>(total);
@@ -100,21 +100,21 @@ void sparse_products(const LayerPass& p, std::initializer_list<Product> ps, cons
 // products.
 bool mlp_teal_by_neurons(const LayerPass& p, int64_t kept) {
   const HParams& hp = p.hp;
-  const SparseLayer& SL = *p.sparse;
+  const SparseLayer& layer = *p.sparse;
   ForwardScratch& s = p.s;
   const int64_t n_embd = hp.n_embd, n_ff = hp.n_ff;
   constexpr int64_t kTile = 128;
-  if (!ops::needs_q4_input(SL.gate_up) || SL.gate_up.n_rows != 2 * n_ff ||
-      SL.down.n_rows != n_embd || n_ff % kTile != 0 ||
+  if (!ops::needs_q4_input(layer.gate_up) || layer.gate_up.n_rows != 2 * n_ff ||
+      layer.down.n_rows != n_embd || n_ff % kTile != 0 ||
       static_cast<double>(kept) > kSparseMaxDensity * static_cast<double>(n_embd)) {
     return false;
   }
   ops::prepare_sparse_input(s.xn.data(), s.idx.data(), kept, n_embd, s.sparse.input,
-                            ops::needs_q4_input(SL.gate_up));
+                            ops::needs_q4_input(layer.gate_up));
   const int64_t tiles = n_ff / kTile;
   constexpr int64_t kMaxRanges = 64;
   const int64_t n_ranges = std::min<int64_t>({p.pool.size(), tiles, kMaxRanges});
-  const bool q4_down = ops::needs_q4_input(SL.down);
+  const bool q4_down = ops::needs_q4_input(layer.down);
   s.fused.resize(static_cast<size_t>(2 * n_ff));
   s.ffn_idx.resize(static_cast<size_t>(n_ff));
   if (static_cast<int64_t>(s.ffn_in.size()) < n_ranges) s.ffn_in.resize(static_cast<size_t>(n_ranges));
@@ -125,15 +125,15 @@ bool mlp_teal_by_neurons(const LayerPass& p, int64_t kept) {
   int64_t kept_of[kMaxRanges] = {};
   uint64_t bytes_of[kMaxRanges] = {};
   const ops::SparseGemvFn kernel = ops::sparse_gemv_kernel(active_isa());
-  const float t_act = SL.t[sparsity::kFfnAct];
+  const float t_act = layer.thresholds[sparsity::kFfnAct];
   const auto& ffn_input = s.sparse.input;
   p.pool.run_chunks(n_ranges, [&](int64_t c, int) {
     const int64_t n0 = tiles * c / n_ranges * kTile, n1 = tiles * (c + 1) / n_ranges * kTile;
     float* acc = s.ffn_acc.data() + c * per;
     float* scratch = acc + n_embd;
     const int64_t n_kb = static_cast<int64_t>(ffn_input.blocks.size());
-    kernel(SL.gate_up, ffn_input, 0, n_kb, n0, n1, s.fused.data(), scratch);
-    kernel(SL.gate_up, ffn_input, 0, n_kb, n_ff + n0, n_ff + n1, s.fused.data(), scratch);
+    kernel(layer.gate_up, ffn_input, 0, n_kb, n0, n1, s.fused.data(), scratch);
+    kernel(layer.gate_up, ffn_input, 0, n_kb, n_ff + n0, n_ff + n1, s.fused.data(), scratch);
     float* act = s.gate.data();
     ops::swiglu(s.fused.data() + n0, s.fused.data() + n_ff + n0, n1 - n0, act + n0);
     int32_t* idx = s.ffn_idx.data() + n0;
@@ -143,9 +143,9 @@ bool mlp_teal_by_neurons(const LayerPass& p, int64_t kept) {
     ops::SparseInput& in = s.ffn_in[static_cast<size_t>(c)];
     ops::prepare_sparse_input_range(act, idx, k, n_ff, n0, n1, in, q4_down);
     float* y = c == 0 ? s.proj.data() : acc;
-    kernel(SL.down, in, 0, static_cast<int64_t>(in.blocks.size()), 0, n_embd, y, scratch);
-    bytes_of[c] = 2 * ops::sparse_bytes_read(SL.gate_up, ffn_input, n0, n1) +
-                  ops::sparse_bytes_read(SL.down, in);
+    kernel(layer.down, in, 0, static_cast<int64_t>(in.blocks.size()), 0, n_embd, y, scratch);
+    bytes_of[c] = 2 * ops::sparse_bytes_read(layer.gate_up, ffn_input, n0, n1) +
+                  ops::sparse_bytes_read(layer.down, in);
   });
   int64_t total = 0;
   for (int64_t c = 0; c < n_ranges; ++c) {
@@ -167,11 +167,11 @@ bool mlp_teal_by_neurons(const LayerPass& p, int64_t kept) {
 
 void qkv_teal(const LayerPass& p) {
   ForwardScratch& s = p.s;
-  const SparseLayer& SL = *p.sparse;
+  const SparseLayer& layer = *p.sparse;
   const int64_t kept = sparsify(p, s.xn.data(), p.hp.n_embd, sparsity::kAttnIn);
-  sparse_products(p, {{&SL.wq, &p.L.wq, s.q.data()}, {&SL.wk, &p.L.wk, s.k.data()},
-                      {&SL.wv, &p.L.wv, s.v.data()}},
-                  s.xn.data(), p.hp.n_embd, kept, &SL.qkv);
+  sparse_products(p, {{&layer.wq, &p.L.wq, s.q.data()}, {&layer.wk, &p.L.wk, s.k.data()},
+                      {&layer.wv, &p.L.wv, s.v.data()}},
+                  s.xn.data(), p.hp.n_embd, kept, &layer.qkv);
 }
 
 void attn_output_teal(const LayerPass& p) {
@@ -183,19 +183,19 @@ void attn_output_teal(const LayerPass& p) {
 
 void mlp_teal(const LayerPass& p) {
   ForwardScratch& s = p.s;
-  const SparseLayer& SL = *p.sparse;
+  const SparseLayer& layer = *p.sparse;
   const int64_t n_embd = p.hp.n_embd, n_ff = p.hp.n_ff;
   const int64_t kept_in = sparsify(p, s.xn.data(), n_embd, sparsity::kFfnIn);
   // One token, unobserved: the whole MLP by ranges of neurons where the layouts allow it (it
   // produces no gate / act intermediates to emit).
   if (p.n == 1 && !p.observed() && mlp_teal_by_neurons(p, kept_in)) return;
-  sparse_products(p, {{&SL.gate, &p.L.ffn_gate, s.gate.data()}, {&SL.up, &p.L.ffn_up, s.up.data()}},
-                  s.xn.data(), n_embd, kept_in, &SL.gate_up);
+  sparse_products(p, {{&layer.gate, &p.L.ffn_gate, s.gate.data()}, {&layer.up, &p.L.ffn_up, s.up.data()}},
+                  s.xn.data(), n_embd, kept_in, &layer.gate_up);
   p.emit(names::kFfnGate, s.gate.data(), n_ff);
   ops::swiglu(s.gate.data(), s.up.data(), p.n * n_ff, s.gate.data());
   p.emit(names::kFfnAct, s.gate.data(), n_ff);
   const int64_t kept_act = sparsify(p, s.gate.data(), n_ff, sparsity::kFfnAct);
-  sparse_products(p, {{&SL.down, &p.L.ffn_down, s.proj.data()}}, s.gate.data(), n_ff, kept_act);
+  sparse_products(p, {{&layer.down, &p.L.ffn_down, s.proj.data()}}, s.gate.data(), n_ff, kept_act);
 }
 
 // CATS (and ReLU-fication, ReLU for SiLU): neurons with |act(gate)| < t are dropped. One token
@@ -204,7 +204,7 @@ void mlp_teal(const LayerPass& p) {
 // zeroes the dropped neurons (its union of kept neurons is dense).
 void mlp_gate_cut(const LayerPass& p) {
   ForwardScratch& s = p.s;
-  const SparseLayer& SL = *p.sparse;
+  const SparseLayer& layer = *p.sparse;
   const LayerWeights& L = p.L;
   const int64_t n = p.n, n_ff = p.hp.n_ff;
   const bool one_token = n == 1;
@@ -222,7 +222,7 @@ void mlp_gate_cut(const LayerPass& p) {
     float* u = s.up.data() + r * n_ff;
     kept = 0;
     for (int64_t i = 0; i < n_ff; ++i) {
-      if (SL.keep_gate(g[i])) {
+      if (layer.keep_gate(g[i])) {
         s.idx[kept++] = static_cast<int32_t>(i);
       } else {
         u[i] = 0.0f;  // act(g) * 0 = 0
@@ -244,7 +244,7 @@ void mlp_gate_cut(const LayerPass& p) {
     ops::swiglu(s.gate.data(), s.up.data(), n * n_ff, s.gate.data());
   }
   p.emit(names::kFfnAct, s.gate.data(), n_ff);
-  sparse_products(p, {{&SL.down, &L.ffn_down, s.proj.data()}}, s.gate.data(), n_ff, kept);
+  sparse_products(p, {{&layer.down, &L.ffn_down, s.proj.data()}}, s.gate.data(), n_ff, kept);
 }
 
 }  // namespace squeeze::model

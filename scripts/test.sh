@@ -3,6 +3,7 @@
 # every test on the best kernels this CPU has, then forced to AVX2 (where the best is AVX-512 or
 # AMX) and to the scalar path. The kernel tests also run every tier's kernels this CPU has by
 # name (Isa::Avx512 and Isa::Amx cases), whatever SQUEEZE_ISA says.
+# SQUEEZE_TEST_TIERS=best runs the first pass only (.ci/run's sanitizer pass, to stay in CI's time).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 build="${SQUEEZE_BUILD_DIR:-$root/build}"
@@ -16,6 +17,10 @@ grep -q avx512_vnni /proc/cpuinfo && grep -q avx512vl /proc/cpuinfo && grep -q a
 [[ "$best" == avx512 ]] && grep -q amx_tile /proc/cpuinfo && grep -q amx_int8 /proc/cpuinfo && best=amx
 echo "== tests, default kernels ($best)"
 ctest --test-dir "$build" --output-on-failure -j "$(nproc)"
+if [[ "${SQUEEZE_TEST_TIERS:-all}" == best ]]; then
+  echo "SQUEEZE_TEST_TIERS=best: the forced avx2 and scalar passes are not run"
+  exit 0
+fi
 if [[ "$best" == avx512 || "$best" == amx ]]; then
   echo "== tests, SQUEEZE_ISA=avx2"
   SQUEEZE_ISA=avx2 ctest --test-dir "$build" --output-on-failure -j "$(nproc)"

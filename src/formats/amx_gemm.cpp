@@ -1,16 +1,18 @@
-// AMX (Intel Advanced Matrix Extensions) version of Q4_0's batched product.
+// AMX (Intel Advanced Matrix Extensions) versions of Q4_0's and Q8_0's batched products.
 //
 // One int8 tile product (tdpbssd) computes a 16 tokens x 16 weight rows block of exact int32
 // dot products over 32 codes: one ggml block. Each block's sums are then scaled and added in
 // float with AVX-512, in block order, per output:
 //   acc = fma(float(sum_b), d_w,b * d_x,b, acc)
 // which is the order of llama.cpp's repacked Q4_0 kernels (vec_dot_q4_0_repacked): the AMX
-// Q4_0 product gives the same bits as the AVX-512 and AVX2 ones, and as llama.cpp's.
+// Q4_0 product gives the same bits as the AVX-512 and AVX2 ones, and as llama.cpp's. Q8_0 sums
+// in the same block order on this tier (vec_dot_q8_0_blocks, and the AVX-512 gemm_q8_0_blocks
+// for fewer tokens), not in llama.cpp's 8 lanes per block, which no tile product can give.
 //
 // Activations come in groups of 16 tokens (BatchGemm, format.h), per block: the A tile (16
 // tokens x 32 codes) and d_x [16] floats; made once per matrix product (or here from Q8_0 rows,
 // for gemm_q4_0_repacked). Weights are decoded per call, per 16-row panel and block: the B tile
-// (8 x 64 bytes: 16 rows' 32 codes in groups of 4, as (q - 8)) and d_w [16] floats, reused by
+// (8 x 64 bytes: 16 rows' 32 codes in groups of 4; Q4_0's as q - 8) and d_w [16] floats, reused by
 // every token group. Four C tiles are in flight, so a block's sums are stored two blocks after
 // its product was issued (the tile product's latency passes under the float work between).
 // Called only after cpu_has_amx() (core/cpu.h), which asked the kernel for the tile state.
@@ -65,6 +67,28 @@ void decode_q4_0_panel(const uint8_t* w, size_t ws, int n, int64_t nb, uint8_t* 
     transpose_dwords16(reinterpret_cast<const int32_t*>(rows), 8, u);
   }
 }
+
+// Rows [0, n) (n <= 16) of a panel of a Q8_0 matrix, every block, into its units at dst.
+void decode_q8_0_panel(const uint8_t* w, size_t ws, int n, int64_t nb, uint8_t* dst) {
+  alignas(64) int8_t rows[kTile][64];  // codes in the first 32 bytes of each row
+  for (int64_t i = 0; i < nb; ++i) {
+    uint8_t* u = dst + i * kUnit;
+    auto* dw = reinterpret_cast<float*>(u + kBTile);
+    for (int r = 0; r < kTile; ++r) {
+      if (r >= n) {
+        std::memset(rows[r], 0, 32);
+        dw[r] = 0.0f;
+        continue;
+      }
+      const auto* b = reinterpret_cast<const BlockQ8_0*>(w + r * ws) + i;
+      std::memcpy(rows[r], b->qs, 32);
+      dw[r] = half(b->d);
+    }
+    transpose_dwords16(reinterpret_cast<const int32_t*>(rows), 8, u);
+  }
+}
+
+using PanelDecoder = void (*)(const uint8_t* w, size_t ws, int n, int64_t nb, uint8_t* dst);
 
 // Block b's tile product into C tile b % 4 (A tile 4 + b % 2, B tile 6 + b % 2). (GCC's tile
 // intrinsics take literal tile numbers.)
@@ -136,13 +160,13 @@ size_t panels_bytes(int64_t nb, int64_t n_rows) {
   return static_cast<size_t>((n_rows + kTile - 1) / kTile) * static_cast<size_t>(nb) * kUnit;
 }
 
-// The product on groups; bt: panels_bytes(nb, n_rows) bytes for the decoded weights.
-void gemm_groups(int64_t nb, const uint8_t* w, size_t ws, int64_t n_rows, const uint8_t* groups,
-                 int64_t n_tokens, float* y, int64_t ys, uint8_t* bt) {
+// The product on groups; bt: panels_bytes(nb, n_rows) bytes for the weights decoded by `decode`.
+void gemm_groups(PanelDecoder decode, int64_t nb, const uint8_t* w, size_t ws, int64_t n_rows,
+                 const uint8_t* groups, int64_t n_tokens, float* y, int64_t ys, uint8_t* bt) {
   const int64_t n_panels = (n_rows + kTile - 1) / kTile;
   const size_t per = static_cast<size_t>(nb) * kUnit;  // a group, or a panel
   for (int64_t p = 0; p < n_panels; ++p) {
-    decode_q4_0_panel(w + p * kTile * ws, ws, static_cast<int>(min64(kTile, n_rows - p * kTile)),
+    decode(w + p * kTile * ws, ws, static_cast<int>(min64(kTile, n_rows - p * kTile)),
                       nb, bt + p * per);
   }
   configure_int8_tiles();
@@ -164,11 +188,37 @@ inline void put_block(const BlockQ8_0* q, int t, int64_t i, uint8_t* g) {
   reinterpret_cast<float*>(u + kATile)[t] = half(q->d);
 }
 
+// Q8_0 rows (token t at x + t * xs) regrouped, then the batch product with `decode`.
+void gemm_rows(PanelDecoder decode, int64_t n, const void* w, size_t ws, int64_t n_rows,
+               const void* x, size_t xs, int64_t n_tokens, float* y, int64_t ys) {
+  const int64_t nb = n / 32;
+  const int64_t n_groups = (n_tokens + kTile - 1) / kTile;
+  const size_t per = static_cast<size_t>(nb) * kUnit;
+  auto* buf = static_cast<uint8_t*>(scratch_buffer(n_groups * per + panels_bytes(nb, n_rows)));
+  std::memset(buf, 0, n_groups * per);
+  const auto* xb = static_cast<const uint8_t*>(x);
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    const auto* row = reinterpret_cast<const BlockQ8_0*>(xb + t * xs);
+    uint8_t* g = buf + (t / kTile) * per;
+    for (int64_t i = 0; i < nb; ++i) put_block(row + i, static_cast<int>(t % kTile), i, g);
+  }
+  gemm_groups(decode, nb, static_cast<const uint8_t*>(w), ws, n_rows, buf, n_tokens, y, ys,
+              buf + n_groups * per);
+}
+
+void gemm_batch(PanelDecoder decode, int64_t n, const void* w, size_t ws, int64_t n_rows,
+                const void* groups, int64_t n_tokens, float* y, int64_t ys) {
+  const int64_t nb = n / 32;
+  gemm_groups(decode, nb, static_cast<const uint8_t*>(w), ws, n_rows,
+              static_cast<const uint8_t*>(groups), n_tokens, y, ys,
+              static_cast<uint8_t*>(scratch_buffer(panels_bytes(nb, n_rows))));
+}
+
 }  // namespace
 
-size_t q4_0_group_bytes(int64_t n) { return n % 32 == 0 ? static_cast<size_t>(n / 32) * kUnit : 0; }
+size_t q8_0_group_bytes(int64_t n) { return n % 32 == 0 ? static_cast<size_t>(n / 32) * kUnit : 0; }
 
-void prepare_q4_0(const float* x, int64_t x_stride, int64_t n, int64_t n_tokens, void* group) {
+void prepare_q8_0_groups(const float* x, int64_t x_stride, int64_t n, int64_t n_tokens, void* group) {
   auto* g = static_cast<uint8_t*>(group);
   const int64_t nb = n / 32;
   std::memset(g, 0, static_cast<size_t>(nb) * kUnit);
@@ -183,9 +233,12 @@ void prepare_q4_0(const float* x, int64_t x_stride, int64_t n, int64_t n_tokens,
 
 void gemm_q4_0_batch(int64_t n, const void* w, size_t ws, int64_t n_rows, const void* groups,
                      size_t, int64_t n_tokens, float* y, int64_t ys) {
-  const int64_t nb = n / 32;
-  gemm_groups(nb, static_cast<const uint8_t*>(w), ws, n_rows, static_cast<const uint8_t*>(groups),
-              n_tokens, y, ys, static_cast<uint8_t*>(scratch_buffer(panels_bytes(nb, n_rows))));
+  gemm_batch(decode_q4_0_panel, n, w, ws, n_rows, groups, n_tokens, y, ys);
+}
+
+void gemm_q8_0_batch(int64_t n, const void* w, size_t ws, int64_t n_rows, const void* groups,
+                     size_t, int64_t n_tokens, float* y, int64_t ys) {
+  gemm_batch(decode_q8_0_panel, n, w, ws, n_rows, groups, n_tokens, y, ys);
 }
 
 void gemm_q4_0_repacked(int64_t n, const void* w, size_t ws, int64_t n_rows, const void* x,
@@ -194,20 +247,16 @@ void gemm_q4_0_repacked(int64_t n, const void* w, size_t ws, int64_t n_rows, con
     avx512::gemm_q4_0_repacked(n, w, ws, n_rows, x, xs, n_tokens, y, ys);
     return;
   }
-  // The Q8_0 rows regrouped here, then the batch product.
-  const int64_t nb = n / 32;
-  const int64_t n_groups = (n_tokens + kTile - 1) / kTile;
-  const size_t per = static_cast<size_t>(nb) * kUnit;
-  auto* buf = static_cast<uint8_t*>(scratch_buffer(n_groups * per + panels_bytes(nb, n_rows)));
-  std::memset(buf, 0, n_groups * per);
-  const auto* xb = static_cast<const uint8_t*>(x);
-  for (int64_t t = 0; t < n_tokens; ++t) {
-    const auto* row = reinterpret_cast<const BlockQ8_0*>(xb + t * xs);
-    uint8_t* g = buf + (t / kTile) * per;
-    for (int64_t i = 0; i < nb; ++i) put_block(row + i, static_cast<int>(t % kTile), i, g);
+  gemm_rows(decode_q4_0_panel, n, w, ws, n_rows, x, xs, n_tokens, y, ys);
+}
+
+void gemm_q8_0_blocks(int64_t n, const void* w, size_t ws, int64_t n_rows, const void* x,
+                      size_t xs, int64_t n_tokens, float* y, int64_t ys) {
+  if (n_tokens < kMinTokens) {
+    avx512::gemm_q8_0_blocks(n, w, ws, n_rows, x, xs, n_tokens, y, ys);
+    return;
   }
-  gemm_groups(nb, static_cast<const uint8_t*>(w), ws, n_rows, buf, n_tokens, y, ys,
-              buf + n_groups * per);
+  gemm_rows(decode_q8_0_panel, n, w, ws, n_rows, x, xs, n_tokens, y, ys);
 }
 
 }  // namespace squeeze::formats::amx

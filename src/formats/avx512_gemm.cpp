@@ -323,6 +323,61 @@ inline void q4_0_rep_4x4(int64_t nb, const uint8_t* w, size_t ws, const uint8_t*
   }
 }
 
+// ---- Q8_0 x Q8_0 in block order (the AMX tier's, vec_dot_q8_0_blocks): per output and block
+// the exact integer sum, then acc = fma(float(sum), d_w * d_x, acc), as Q4_0's repacked order
+// above. Codes are used unsigned (w ^ 0x80 = w + 128): sum(w * y) = sum((w + 128) * y) -
+// 128 * sum(y), exact in int32.
+
+inline __m512i unsigned_q8_2(const int8_t* a, const int8_t* b) {
+  const __m512i w = _mm512_inserti64x4(_mm512_castsi256_si512(load32(a)), load32(b), 1);
+  return _mm512_xor_si512(w, _mm512_set1_epi8(static_cast<char>(0x80)));
+}
+
+// 8 rows x 1 token, as q4_0_rep_8x1; corr[i] = 128 * sum(y) of the activation's block i.
+inline void q8_0_blk_8x1(int64_t nb, const uint8_t* w, size_t ws, const uint8_t* x,
+                         const int32_t* corr, const float* dx, float* y) {
+  const BlockQ8_0* wr[8];
+  for (int r = 0; r < 8; ++r) wr[r] = reinterpret_cast<const BlockQ8_0*>(w + r * ws);
+  const BlockQ8_0* xb = reinterpret_cast<const BlockQ8_0*>(x);
+  const __m256i offs = row_offsets(ws, kRowOrder8);
+  __m256 acc = _mm256_setzero_ps();
+  const TilePrefetch prefetch(w, 8 * ws, nb);
+  for (int64_t i = 0; i < nb; ++i) {
+    prefetch.at(i);
+    const __m512i y2 = _mm512_broadcast_i64x4(load32(xb[i].qs));
+    __m512i z[4];
+    for (int p = 0; p < 4; ++p) {
+      z[p] = _mm512_dpbusd_epi32(_mm512_setzero_si512(),
+                                 unsigned_q8_2(wr[2 * p][i].qs, wr[2 * p + 1][i].qs), y2);
+    }
+    const __m256i sums = _mm256_sub_epi32(reduce_pairs4(z), _mm256_set1_epi32(corr[i]));
+    __m256i raw;
+    const __m256 dw = gather_halves(w + i * sizeof(BlockQ8_0), offs, &raw);
+    const __m256 d = _mm256_mul_ps(dw, _mm256_set1_ps(dx[i]));
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), d, acc);
+  }
+  alignas(32) float out[8];
+  _mm256_store_ps(out, acc);
+  for (int k = 0; k < 8; ++k) y[kRowOrder8[k]] = out[k];
+}
+
+// One row x 1 token (the rows left over by the 8-row kernel, and runs of single rows).
+inline float q8_0_blk_1x1(int64_t nb, const uint8_t* w, const uint8_t* x, const int32_t* corr,
+                          const float* dx) {
+  const BlockQ8_0* wr = reinterpret_cast<const BlockQ8_0*>(w);
+  const BlockQ8_0* xb = reinterpret_cast<const BlockQ8_0*>(x);
+  const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
+  float acc = 0.0f;
+  for (int64_t i = 0; i < nb; ++i) {
+    const __m256i u = _mm256_xor_si256(load32(wr[i].qs), flip);
+    const int32_t sum = hsum(_mm256_dpbusd_epi32(_mm256_setzero_si256(), u, load32(xb[i].qs))) - corr[i];
+    // One fused multiply-add, as std::fma (no standard-library code in this file: avx512_util.h).
+    acc = _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(static_cast<float>(sum)),
+                                     _mm_set_ss(half_to_float(wr[i].d) * dx[i]), _mm_set_ss(acc)));
+  }
+  return acc;
+}
+
 // ---- F16 x F16, prefill: 4 rows x 4 tokens, one 16-lane accumulator per output over k in
 // steps of 16, then a horizontal sum. Another order than the AVX2 F16 tiles (8 lanes): like
 // them, equal to vec_dot_f16 only within float rounding.
@@ -382,6 +437,36 @@ void gemm_q4_1(int64_t n, const void* w, size_t ws, int64_t n_rows, const void* 
 void gemm_q8_0(int64_t n, const void* w, size_t ws, int64_t n_rows, const void* x, size_t xs,
                int64_t n_tokens, float* y, int64_t ys) {
   gemm_lanes<Q8_0Rows>(n, w, ws, n_rows, x, xs, n_tokens, y, ys, avx2::gemm_q8_0);
+}
+
+void gemm_q8_0_blocks(int64_t n, const void* w, size_t ws, int64_t n_rows, const void* x,
+                      size_t xs, int64_t n_tokens, float* y, int64_t ys) {
+  constexpr int64_t kMaxBlocks = 256;  // longer rows: the scalar twin
+  const int64_t nb = n / kBlock32;
+  const uint8_t* wb = static_cast<const uint8_t*>(w);
+  const uint8_t* xb = static_cast<const uint8_t*>(x);
+  if (nb > kMaxBlocks) {
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      for (int64_t r = 0; r < n_rows; ++r) {
+        y[t * ys + r] = scalar::vec_dot_q8_0_blocks(n, wb + r * ws, xb + t * xs);
+      }
+    }
+    return;
+  }
+  // Token by token (decode, and the few tokens the AMX tiles leave): rows 8 at a time.
+  int32_t corr[kMaxBlocks];
+  float dx[kMaxBlocks];
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    const uint8_t* xt = xb + t * xs;
+    const BlockQ8_0* xq = reinterpret_cast<const BlockQ8_0*>(xt);
+    for (int64_t i = 0; i < nb; ++i) {
+      corr[i] = 128 * sum_i8(xq[i].qs);
+      dx[i] = half_to_float(xq[i].d);
+    }
+    int64_t r = 0;
+    for (; r + 8 <= n_rows; r += 8) q8_0_blk_8x1(nb, wb + r * ws, ws, xt, corr, dx, y + t * ys + r);
+    for (; r < n_rows; ++r) y[t * ys + r] = q8_0_blk_1x1(nb, wb + r * ws, xt, corr, dx);
+  }
 }
 
 void gemm_q4_0_repacked(int64_t n, const void* w, size_t ws, int64_t n_rows, const void* x,

@@ -186,13 +186,20 @@ KernelTable make_avx512_table() {
   return t;
 }
 
-// The AVX-512 table with the batched products of Q4_0 on AMX int8 tiles and of F16 on bf16 tiles.
+// The AVX-512 table with the batched products of Q4_0 and Q8_0 on AMX int8 tiles and of F16 on
+// bf16 tiles. Q8_0 sums in block order on this tier (as Q4_0's repacked order: its
+// vec_dot_repacked), decode included, so that a row gives the same bits in any batch.
 KernelTable make_amx_table() {
   KernelTable t = make_avx512_table();
 #if SQUEEZE_HAVE_AVX2_KERNELS
   t[slot(DType::Q4_0)].gemm_repacked = amx::gemm_q4_0_repacked;
-  t[slot(DType::Q4_0)].batch_repacked = {amx::q4_0_group_bytes, amx::prepare_q4_0,
+  t[slot(DType::Q4_0)].batch_repacked = {amx::q8_0_group_bytes, amx::prepare_q8_0_groups,
                                          amx::gemm_q4_0_batch};
+  t[slot(DType::Q8_0)].vec_dot_repacked = scalar::vec_dot_q8_0_blocks;
+  t[slot(DType::Q8_0)].own_order = true;
+  t[slot(DType::Q8_0)].gemm_repacked = amx::gemm_q8_0_blocks;
+  t[slot(DType::Q8_0)].batch_repacked = {amx::q8_0_group_bytes, amx::prepare_q8_0_groups,
+                                         amx::gemm_q8_0_batch};
   t[slot(DType::F16)].gemm = amx::gemm_f16;
   t[slot(DType::F16)].batch = {amx::f16_group_bytes, amx::prepare_f16, amx::gemm_f16_batch};
 #endif

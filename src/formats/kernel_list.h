@@ -41,6 +41,8 @@ void quantize_q8_0(const float* src, void* dst, int64_t n);
 // ggml's quantize_row_q8_0_ref (weights): id = 1 / d, halves rounded away from zero.
 void quantize_q8_0_ref(const float* src, void* dst, int64_t n);
 float vec_dot_q8_0(int64_t n, const void* w, const void* x);
+// Q8_0 in block order (Q4_0's repacked order), the AMX tier's vec_dot_repacked of Q8_0.
+float vec_dot_q8_0_blocks(int64_t n, const void* w, const void* x);
 void dequantize_q4_k(const void* src, float* dst, int64_t n);
 void quantize_q4_k(const float* src, void* dst, int64_t n);
 float vec_dot_q4_k(int64_t n, const void* w, const void* x);
@@ -123,6 +125,10 @@ void gemm_q4_1(int64_t n, const void* w, size_t ws, int64_t n_rows, const void* 
                int64_t n_tokens, float* y, int64_t ys);
 void gemm_q8_0(int64_t n, const void* w, size_t ws, int64_t n_rows, const void* x, size_t xs,
                int64_t n_tokens, float* y, int64_t ys);
+// Q8_0 in block order: loops of scalar::vec_dot_q8_0_blocks, bit for bit (the AMX tier's
+// products of fewer than 16 tokens).
+void gemm_q8_0_blocks(int64_t n, const void* w, size_t ws, int64_t n_rows, const void* x,
+                      size_t xs, int64_t n_tokens, float* y, int64_t ys);
 // Within float rounding of vec_dot_f16 (16-lane accumulators in prefill tiles).
 void gemm_f16(int64_t n, const void* w, size_t ws, int64_t n_rows, const void* x, size_t xs,
               int64_t n_tokens, float* y, int64_t ys);
@@ -130,16 +136,22 @@ void gemm_f16(int64_t n, const void* w, size_t ws, int64_t n_rows, const void* x
 
 // AMX (amx_gemm.cpp: INT8 tiles; amx_f16.cpp: BF16 tiles), for batches of at least 16 tokens;
 // fewer go to the AVX-512 kernels. Bit-identical to them where they sum in block order (Q4_0's
-// repacked order); F16 within float rounding (each half split exactly into two bf16).
+// repacked order; Q8_0's on this tier); F16 within float rounding (each half split exactly into
+// two bf16).
 namespace amx {
 void gemm_q4_0_repacked(int64_t n, const void* w, size_t ws, int64_t n_rows, const void* x,
                         size_t xs, int64_t n_tokens, float* y, int64_t ys);
+void gemm_q8_0_blocks(int64_t n, const void* w, size_t ws, int64_t n_rows, const void* x,
+                      size_t xs, int64_t n_tokens, float* y, int64_t ys);
 void gemm_f16(int64_t n, const void* w, size_t ws, int64_t n_rows, const void* x, size_t xs,
               int64_t n_tokens, float* y, int64_t ys);
-// Q4_0's BatchGemm (repacked order): groups of 16 tokens' Q8_0 codes and d_x per block.
-size_t q4_0_group_bytes(int64_t n);
-void prepare_q4_0(const float* x, int64_t x_stride, int64_t n, int64_t n_tokens, void* group);
+// The BatchGemm of Q4_0 (repacked order) and Q8_0 (block order): groups of 16 tokens' Q8_0
+// codes and d_x per block.
+size_t q8_0_group_bytes(int64_t n);
+void prepare_q8_0_groups(const float* x, int64_t x_stride, int64_t n, int64_t n_tokens, void* group);
 void gemm_q4_0_batch(int64_t n, const void* w, size_t ws, int64_t n_rows, const void* groups,
+                     size_t group_bytes, int64_t n_tokens, float* y, int64_t ys);
+void gemm_q8_0_batch(int64_t n, const void* w, size_t ws, int64_t n_rows, const void* groups,
                      size_t group_bytes, int64_t n_tokens, float* y, int64_t ys);
 // F16's BatchGemm (format.h): groups of 16 tokens' bf16 hi then lo halves (0 bytes, not
 // usable, for rows that are not a multiple of 32).

@@ -73,6 +73,20 @@ float vec_dot_q8_0(int64_t n, const void* w, const void* x) {
   return acc.sum();
 }
 
+// Q8_0 x Q8_0 in block order, the AMX tier's (format.h, vec_dot_repacked): each block's exact
+// int sum, converted to float, fused-multiply-added with d_w * d_x (Q4_0's repacked order).
+float vec_dot_q8_0_blocks(int64_t n, const void* w, const void* x) {
+  const BlockQ8_0* a = static_cast<const BlockQ8_0*>(w);
+  const BlockQ8_0* b = static_cast<const BlockQ8_0*>(x);
+  float acc = 0.0f;
+  for (int64_t i = 0; i < n / kBlock32; ++i) {
+    int32_t sumi = 0;
+    for (int j = 0; j < kBlock32; ++j) sumi += a[i].qs[j] * b[i].qs[j];
+    acc = std::fma(static_cast<float>(sumi), f16_to_f32(a[i].d) * f16_to_f32(b[i].d), acc);
+  }
+  return acc;
+}
+
 // Q8_1: as Q8_0, plus s = half(d * sum(q)) with the unrounded float d.
 void quantize_q8_1(const float* src, void* dst, int64_t n) {
   BlockQ8_1* y = static_cast<BlockQ8_1*>(dst);

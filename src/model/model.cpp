@@ -18,6 +18,7 @@ std::unique_ptr<Model> Model::load(gguf::File file) {
                       "' (supported: " + supported_archs() + ")");
   }
   m->arch_->load(m->file_, m->hparams_, *m);
+  m->output.llama_order = true;
   return m;
 }
 

@@ -43,9 +43,11 @@ void run_rows(const Plan& p, const uint8_t* xq, size_t x_row_bytes, int64_t n_to
   }
 }
 
-// Where llama.cpp would repack this matrix, sum in its repacked kernels' order.
+// Where llama.cpp would repack this matrix, sum in its repacked kernels' order; where the tier
+// has a block order of its own, in that, unless the matrix keeps llama.cpp's.
 bool sums_repacked(const formats::Kernels& wk, const WeightView& w) {
-  return wk.vec_dot_repacked != nullptr && w.n_rows % formats::kRepackRows == 0;
+  return wk.vec_dot_repacked != nullptr && w.n_rows % formats::kRepackRows == 0 &&
+         !(wk.own_order && w.llama_order);
 }
 
 const formats::BatchGemm& batch_gemm(const WeightView& w) {

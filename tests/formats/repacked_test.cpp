@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "format_test_util.h"
+#include "formats/kernel_list.h"
 
 namespace squeeze::formats::test {
 namespace {
@@ -47,6 +48,46 @@ TEST(VecDotRepacked, Q4_0OrderIsBlockwiseAndMatchesOnBothPaths) {
     if (cpu_has_avx2()) {
       ASSERT_EQ(r, kernels(DType::Q4_0, Isa::Avx2).vec_dot_repacked(n, wq.data(), xq.data()));
     }
+  }
+  EXPECT_GT(differs_from_lanes, 0);
+}
+
+// Q8_0's block order, the AMX tier's: within rounding of the exact sum, different from the lane
+// order of the other tiers, and only that tier sums Q8_0 this way.
+TEST(VecDotRepacked, Q8_0BlockOrderOnTheAmxTierOnly) {
+  EXPECT_EQ(kernels(DType::Q8_0, Isa::Scalar).vec_dot_repacked, nullptr);
+  if (cpu_has_avx2()) {
+    EXPECT_EQ(kernels(DType::Q8_0, Isa::Avx2).vec_dot_repacked, nullptr);
+  }
+  if (cpu_has_avx512()) {
+    EXPECT_EQ(kernels(DType::Q8_0, Isa::Avx512).vec_dot_repacked, nullptr);
+  }
+  if (cpu_has_amx()) {
+    EXPECT_EQ(kernels(DType::Q8_0, Isa::Amx).vec_dot_repacked, &scalar::vec_dot_q8_0_blocks);
+  }
+  std::mt19937 rng(9);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  const int64_t n = 576;
+  const auto& s = kernels(DType::Q8_0, Isa::Scalar);
+  int differs_from_lanes = 0;
+  for (int trial = 0; trial < 200; ++trial) {
+    std::vector<float> w(n), x(n);
+    for (float& v : w) v = dist(rng);
+    for (float& v : x) v = dist(rng);
+    const auto wq = quantize(DType::Q8_0, w);
+    const auto xq = quantize(DType::Q8_0, x);
+    const float r = scalar::vec_dot_q8_0_blocks(n, wq.data(), xq.data());
+    // Reference: the exact blockwise sum, in double.
+    std::vector<float> wd(n), xd(n);
+    s.dequantize_row(wq.data(), wd.data(), n);
+    s.dequantize_row(xq.data(), xd.data(), n);
+    double ref = 0, mag = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      ref += double(wd[i]) * xd[i];
+      mag += std::abs(double(wd[i]) * xd[i]);
+    }
+    ASSERT_NEAR(r, ref, 1e-5 * mag);
+    if (r != s.vec_dot(n, wq.data(), xq.data())) ++differs_from_lanes;
   }
   EXPECT_GT(differs_from_lanes, 0);
 }

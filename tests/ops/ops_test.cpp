@@ -167,5 +167,38 @@ TEST(MatmulRows, EqualTheDenseProductsRowsAndTouchNothingElse) {
   }
 }
 
+// Which order a Q8_0 matrix is summed in: the tier's own block order where it has one (AMX),
+// except in a matrix marked llama_order (the output head), which keeps vec_dot's lanes; on
+// every token count (one, a few, a batch of tiles), so that a row's bits do not depend on it.
+TEST(Matmul, Q8_0OrderFollowsTheTierAndTheView) {
+  using formats::DType;
+  const auto& k = formats::kernels(DType::Q8_0);
+  const int64_t n_cols = 576, n_rows = 48;
+  const auto wf = randn(n_cols * n_rows, 21, 0.1f);
+  const size_t rb = formats::row_bytes(DType::Q8_0, n_cols);
+  std::vector<uint8_t> wq(rb * n_rows);
+  for (int64_t r = 0; r < n_rows; ++r) k.quantize_row_ref(wf.data() + r * n_cols, wq.data() + r * rb, n_cols);
+  ThreadPool pool(2);
+  MatmulScratch scratch;
+  for (const bool llama_order : {false, true}) {
+    WeightView w{DType::Q8_0, n_cols, n_rows, rb, wq.data()};
+    w.llama_order = llama_order;
+    const auto dot = k.own_order && !llama_order ? k.vec_dot_repacked : k.vec_dot;
+    for (const int64_t n_tokens : {1, 3, 40}) {
+      const auto x = randn(n_tokens * n_cols, 22);
+      std::vector<uint8_t> xq(rb * n_tokens);
+      for (int64_t t = 0; t < n_tokens; ++t) k.quantize_row(x.data() + t * n_cols, xq.data() + t * rb, n_cols);
+      std::vector<float> y(n_tokens * n_rows);
+      matmul(w, x.data(), n_tokens, n_cols, y.data(), n_rows, pool, scratch);
+      for (int64_t t = 0; t < n_tokens; ++t) {
+        for (int64_t r = 0; r < n_rows; ++r) {
+          ASSERT_EQ(y[t * n_rows + r], dot(n_cols, wq.data() + r * rb, xq.data() + t * rb))
+              << "llama_order " << llama_order << " tokens " << n_tokens << " (" << r << ", " << t << ")";
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace squeeze::ops

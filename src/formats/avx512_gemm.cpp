@@ -200,10 +200,27 @@ void gemm_lanes(int64_t n, const void* w, size_t ws, int64_t n_rows, const void*
   if (r < n_rows) edge(n, wb + r * ws, ws, n_rows - r, x, xs, n_tokens, y + r, ys);
 }
 
-// ---- Q4_0 x Q8_0 in the repacked order: per output and block the exact integer sum, then
-// acc = fma(float(sum), d_w * d_x, acc); the fused multiply-adds of 16 (prefill) or 8 (decode)
-// outputs share one register. Codes are used unsigned (q in [0, 15]): sum((q - 8) * y) =
-// sum(q * y) - 8 * sum(y), exact in int32.
+// ---- Q4_0 x Q8_0 in the repacked order, and Q8_0 x Q8_0 in the same block order (the AMX and
+// AVX-512 tiers' order for Q8_0: vec_dot_q8_0_blocks): per output and block the exact integer
+// sum, then acc = fma(float(sum), d_w * d_x, acc); the fused multiply-adds of 16 (prefill) or 8
+// (decode) outputs share one register. Codes are used unsigned, c = q + kOffset (Q4_0: the
+// nibble, q + 8; Q8_0: q ^ 0x80 = q + 128): sum(q * y) = sum(c * y) - kOffset * sum(y), exact in
+// int32.
+
+// Two rows' block codes, unsigned: block a's 32 in the low half, b's in the high half.
+struct Q4_0Codes {
+  using W = BlockQ4_0;
+  static constexpr int kOffsetShift = 3;  // kOffset = 8
+  static __m512i load2(const W& a, const W& b) { return unpack2(a.qs, b.qs); }
+};
+struct Q8_0Codes {
+  using W = BlockQ8_0;
+  static constexpr int kOffsetShift = 7;  // kOffset = 128
+  static __m512i load2(const W& a, const W& b) {
+    const __m512i w = _mm512_inserti64x4(_mm512_castsi256_si512(load32(a.qs)), load32(b.qs), 1);
+    return _mm512_xor_si512(w, _mm512_set1_epi8(static_cast<char>(0x80)));
+  }
+};
 
 // Z[k] (k < 4): rows 2k (low half) and 2k+1 (high half), 8 int32 partial sums each.
 // Returns the 8 totals in the order rows 0, 2, 4, 6, 1, 3, 5, 7 (see kRowOrder8).
@@ -228,13 +245,15 @@ inline int32_t sum_i8(const int8_t* p) {
 
 // 8 rows x 1 token (decode). Lane order of the accumulator: rows 0, 2, 4, 6, 1, 3, 5, 7 (the
 // order reduce_pairs4 leaves the sums in; the scales are gathered in that order too).
-// corr[i] = 8 * sum(y) and dx[i] = d_x of the activation's block i, prepared once per call.
+// corr[i] = kOffset * sum(y) and dx[i] = d_x of the activation's block i, prepared once per call.
 constexpr int kRowOrder8[8] = {0, 2, 4, 6, 1, 3, 5, 7};
 
-inline void q4_0_rep_8x1(int64_t nb, const uint8_t* w, size_t ws, const uint8_t* x,
-                         const int32_t* corr, const float* dx, float* y) {
-  const BlockQ4_0* wr[8];
-  for (int r = 0; r < 8; ++r) wr[r] = reinterpret_cast<const BlockQ4_0*>(w + r * ws);
+template <typename C>
+inline void blocks_8x1(int64_t nb, const uint8_t* w, size_t ws, const uint8_t* x,
+                       const int32_t* corr, const float* dx, float* y) {
+  using W = typename C::W;
+  const W* wr[8];
+  for (int r = 0; r < 8; ++r) wr[r] = reinterpret_cast<const W*>(w + r * ws);
   const BlockQ8_0* xb = reinterpret_cast<const BlockQ8_0*>(x);
   const __m256i offs = row_offsets(ws, kRowOrder8);
   __m256 acc = _mm256_setzero_ps();
@@ -244,11 +263,11 @@ inline void q4_0_rep_8x1(int64_t nb, const uint8_t* w, size_t ws, const uint8_t*
     const __m512i y2 = _mm512_broadcast_i64x4(load32(xb[i].qs));
     __m512i z[4];
     for (int p = 0; p < 4; ++p) {
-      z[p] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), unpack2(wr[2 * p][i].qs, wr[2 * p + 1][i].qs), y2);
+      z[p] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), C::load2(wr[2 * p][i], wr[2 * p + 1][i]), y2);
     }
     const __m256i sums = _mm256_sub_epi32(reduce_pairs4(z), _mm256_set1_epi32(corr[i]));
     __m256i raw;
-    const __m256 dw = gather_halves(w + i * sizeof(BlockQ4_0), offs, &raw);
+    const __m256 dw = gather_halves(w + i * sizeof(W), offs, &raw);
     const __m256 d = _mm256_mul_ps(dw, _mm256_set1_ps(dx[i]));
     acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), d, acc);
   }
@@ -258,19 +277,20 @@ inline void q4_0_rep_8x1(int64_t nb, const uint8_t* w, size_t ws, const uint8_t*
 }
 
 // What a 4 x 4 tile needs of its four tokens' block i, prepared once per token group:
-// corr lane 4r + t = 8 * sum(y_t), dx lane 4r + t = d_x of token t.
+// corr lane 4r + t = kOffset * sum(y_t), dx lane 4r + t = d_x of token t.
 struct TokenBlock4 {
   __m512i corr;
   __m512 dx;
 };
 
+template <typename C>
 inline void prepare_tokens4(int64_t nb, const uint8_t* x, size_t xs, TokenBlock4* out) {
   const BlockQ8_0* xr[4];
   for (int t = 0; t < 4; ++t) xr[t] = reinterpret_cast<const BlockQ8_0*>(x + t * xs);
   for (int64_t i = 0; i < nb; ++i) {
     const __m128i s = _mm_setr_epi32(sum_i8(xr[0][i].qs), sum_i8(xr[1][i].qs), sum_i8(xr[2][i].qs),
                                      sum_i8(xr[3][i].qs));
-    out[i].corr = _mm512_broadcast_i32x4(_mm_slli_epi32(s, 3));
+    out[i].corr = _mm512_broadcast_i32x4(_mm_slli_epi32(s, C::kOffsetShift));
     const __m128 dx4 = _mm_cvtph_ps(_mm_setr_epi16(
         static_cast<short>(xr[0][i].d), static_cast<short>(xr[1][i].d),
         static_cast<short>(xr[2][i].d), static_cast<short>(xr[3][i].d), 0, 0, 0, 0));
@@ -279,17 +299,19 @@ inline void prepare_tokens4(int64_t nb, const uint8_t* x, size_t xs, TokenBlock4
 }
 
 // 4 rows x 4 tokens (prefill). Accumulator lane 4 * r + t holds output (r, t).
-inline void q4_0_rep_4x4(int64_t nb, const uint8_t* w, size_t ws, const uint8_t* x, size_t xs,
-                         const TokenBlock4* tb, float* y, int64_t ys) {
-  const BlockQ4_0* wr[4];
+template <typename C>
+inline void blocks_4x4(int64_t nb, const uint8_t* w, size_t ws, const uint8_t* x, size_t xs,
+                       const TokenBlock4* tb, float* y, int64_t ys) {
+  using W = typename C::W;
+  const W* wr[4];
   const BlockQ8_0* xr[4];
-  for (int r = 0; r < 4; ++r) wr[r] = reinterpret_cast<const BlockQ4_0*>(w + r * ws);
+  for (int r = 0; r < 4; ++r) wr[r] = reinterpret_cast<const W*>(w + r * ws);
   for (int t = 0; t < 4; ++t) xr[t] = reinterpret_cast<const BlockQ8_0*>(x + t * xs);
   __m512 acc = _mm512_setzero_ps();
   const __m512i spread = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
   for (int64_t i = 0; i < nb; ++i) {
-    const __m512i u01 = unpack2(wr[0][i].qs, wr[1][i].qs);
-    const __m512i u23 = unpack2(wr[2][i].qs, wr[3][i].qs);
+    const __m512i u01 = C::load2(wr[0][i], wr[1][i]);
+    const __m512i u23 = C::load2(wr[2][i], wr[3][i]);
     // z[t] = rows 0|1 x token t, z[4 + t] = rows 2|3 x token t.
     __m512i z[8];
     for (int t = 0; t < 4; ++t) {
@@ -323,50 +345,14 @@ inline void q4_0_rep_4x4(int64_t nb, const uint8_t* w, size_t ws, const uint8_t*
   }
 }
 
-// ---- Q8_0 x Q8_0 in block order (the AMX tier's, vec_dot_q8_0_blocks): per output and block
-// the exact integer sum, then acc = fma(float(sum), d_w * d_x, acc), as Q4_0's repacked order
-// above. Codes are used unsigned (w ^ 0x80 = w + 128): sum(w * y) = sum((w + 128) * y) -
-// 128 * sum(y), exact in int32.
-
-inline __m512i unsigned_q8_2(const int8_t* a, const int8_t* b) {
-  const __m512i w = _mm512_inserti64x4(_mm512_castsi256_si512(load32(a)), load32(b), 1);
-  return _mm512_xor_si512(w, _mm512_set1_epi8(static_cast<char>(0x80)));
-}
-
-// 8 rows x 1 token, as q4_0_rep_8x1; corr[i] = 128 * sum(y) of the activation's block i.
-inline void q8_0_blk_8x1(int64_t nb, const uint8_t* w, size_t ws, const uint8_t* x,
-                         const int32_t* corr, const float* dx, float* y) {
-  const BlockQ8_0* wr[8];
-  for (int r = 0; r < 8; ++r) wr[r] = reinterpret_cast<const BlockQ8_0*>(w + r * ws);
-  const BlockQ8_0* xb = reinterpret_cast<const BlockQ8_0*>(x);
-  const __m256i offs = row_offsets(ws, kRowOrder8);
-  __m256 acc = _mm256_setzero_ps();
-  const TilePrefetch prefetch(w, 8 * ws, nb);
-  for (int64_t i = 0; i < nb; ++i) {
-    prefetch.at(i);
-    const __m512i y2 = _mm512_broadcast_i64x4(load32(xb[i].qs));
-    __m512i z[4];
-    for (int p = 0; p < 4; ++p) {
-      z[p] = _mm512_dpbusd_epi32(_mm512_setzero_si512(),
-                                 unsigned_q8_2(wr[2 * p][i].qs, wr[2 * p + 1][i].qs), y2);
-    }
-    const __m256i sums = _mm256_sub_epi32(reduce_pairs4(z), _mm256_set1_epi32(corr[i]));
-    __m256i raw;
-    const __m256 dw = gather_halves(w + i * sizeof(BlockQ8_0), offs, &raw);
-    const __m256 d = _mm256_mul_ps(dw, _mm256_set1_ps(dx[i]));
-    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), d, acc);
-  }
-  alignas(32) float out[8];
-  _mm256_store_ps(out, acc);
-  for (int k = 0; k < 8; ++k) y[kRowOrder8[k]] = out[k];
-}
+// ---- Q8_0 in block order: what the 8-row and 4 x 4 kernels above leave.
 
 // One row x 1 token (the rows left over by the 8-row kernel, and runs of single rows).
 inline float q8_0_blk_1x1(int64_t nb, const uint8_t* w, const uint8_t* x, const int32_t* corr,
                           const float* dx) {
   const BlockQ8_0* wr = reinterpret_cast<const BlockQ8_0*>(w);
   const BlockQ8_0* xb = reinterpret_cast<const BlockQ8_0*>(x);
-  const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
+  const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));  // Q8_0Codes
   float acc = 0.0f;
   for (int64_t i = 0; i < nb; ++i) {
     const __m256i u = _mm256_xor_si256(load32(wr[i].qs), flip);
@@ -453,18 +439,32 @@ void gemm_q8_0_blocks(int64_t n, const void* w, size_t ws, int64_t n_rows, const
     }
     return;
   }
-  // Token by token (decode, and the few tokens the AMX tiles leave): rows 8 at a time.
+  // 4 x 4 tiles over the first t_end tokens and r_end rows (token groups outer, their block sums
+  // and scales prepared once); the rest token by token, 8 rows at a time, then single rows.
+  const int64_t t_end = n_rows >= 4 ? n_tokens / 4 * 4 : 0;
+  const int64_t r_end = n_rows / 4 * 4;
+  if (t_end > 0) {
+    alignas(64) TokenBlock4 tb[kMaxBlocks];
+    for (int64_t t = 0; t < t_end; t += 4) {
+      prepare_tokens4<Q8_0Codes>(nb, xb + t * xs, xs, tb);
+      for (int64_t r = 0; r < r_end; r += 4) {
+        blocks_4x4<Q8_0Codes>(nb, wb + r * ws, ws, xb + t * xs, xs, tb, y + t * ys + r, ys);
+      }
+    }
+  }
   int32_t corr[kMaxBlocks];
   float dx[kMaxBlocks];
   for (int64_t t = 0; t < n_tokens; ++t) {
+    const int64_t r0 = t < t_end ? r_end : 0;
+    if (r0 == n_rows) continue;
     const uint8_t* xt = xb + t * xs;
     const BlockQ8_0* xq = reinterpret_cast<const BlockQ8_0*>(xt);
     for (int64_t i = 0; i < nb; ++i) {
       corr[i] = 128 * sum_i8(xq[i].qs);
       dx[i] = half_to_float(xq[i].d);
     }
-    int64_t r = 0;
-    for (; r + 8 <= n_rows; r += 8) q8_0_blk_8x1(nb, wb + r * ws, ws, xt, corr, dx, y + t * ys + r);
+    int64_t r = r0;
+    for (; r + 8 <= n_rows; r += 8) blocks_8x1<Q8_0Codes>(nb, wb + r * ws, ws, xt, corr, dx, y + t * ys + r);
     for (; r < n_rows; ++r) y[t * ys + r] = q8_0_blk_1x1(nb, wb + r * ws, xt, corr, dx);
   }
 }
@@ -485,16 +485,16 @@ void gemm_q4_0_repacked(int64_t n, const void* w, size_t ws, int64_t n_rows, con
       corr[i] = 8 * sum_i8(xq[i].qs);
       dx[i] = half_to_float(xq[i].d);
     }
-    for (; r + 8 <= n_rows; r += 8) q4_0_rep_8x1(nb, wb + r * ws, ws, xb, corr, dx, y + r);
+    for (; r + 8 <= n_rows; r += 8) blocks_8x1<Q4_0Codes>(nb, wb + r * ws, ws, xb, corr, dx, y + r);
   } else if (n_tokens >= 4 && n_rows >= 4 && nb <= kMaxBlocks) {
     // Token groups outer (their block sums and scales prepared once), rows inner.
     const int64_t t_end = n_tokens / 4 * 4;
     const int64_t r_end = n_rows / 4 * 4;
     alignas(64) TokenBlock4 tb[kMaxBlocks];
     for (int64_t t = 0; t < t_end; t += 4) {
-      prepare_tokens4(nb, xb + t * xs, xs, tb);
+      prepare_tokens4<Q4_0Codes>(nb, xb + t * xs, xs, tb);
       for (int64_t rr = 0; rr < r_end; rr += 4) {
-        q4_0_rep_4x4(nb, wb + rr * ws, ws, xb + t * xs, xs, tb, y + t * ys + rr, ys);
+        blocks_4x4<Q4_0Codes>(nb, wb + rr * ws, ws, xb + t * xs, xs, tb, y + t * ys + rr, ys);
       }
     }
     // Tokens left over on these rows: the AVX2 kernel.

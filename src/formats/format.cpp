@@ -180,6 +180,13 @@ KernelTable make_avx512_table() {
   at(DType::Q4_0).gemm_repacked = gemm_q4_0_repacked;
   at(DType::Q4_1).gemm = gemm_q4_1;
   at(DType::Q8_0).gemm = gemm_q8_0;
+  // Q8_0 sums in block order on this tier and the AMX tier (as Q4_0's repacked order: its
+  // vec_dot_repacked), decode included, so that a row gives the same bits in any batch and on
+  // both tiers; llama.cpp's 8 lanes per block cost the tiles (AMX's, and these 4 x 4 ones)
+  // their speed.
+  at(DType::Q8_0).vec_dot_repacked = scalar::vec_dot_q8_0_blocks;
+  at(DType::Q8_0).own_order = true;
+  at(DType::Q8_0).gemm_repacked = gemm_q8_0_blocks;
   at(DType::F16).gemm = gemm_f16;
   for_each_sq([&](DType type) { at(type).gemm = sq_gemm(type); });
 #endif
@@ -187,16 +194,13 @@ KernelTable make_avx512_table() {
 }
 
 // The AVX-512 table with the batched products of Q4_0 and Q8_0 on AMX int8 tiles and of F16 on
-// bf16 tiles. Q8_0 sums in block order on this tier (as Q4_0's repacked order: its
-// vec_dot_repacked), decode included, so that a row gives the same bits in any batch.
+// bf16 tiles.
 KernelTable make_amx_table() {
   KernelTable t = make_avx512_table();
 #if SQUEEZE_HAVE_AVX2_KERNELS
   t[slot(DType::Q4_0)].gemm_repacked = amx::gemm_q4_0_repacked;
   t[slot(DType::Q4_0)].batch_repacked = {amx::q8_0_group_bytes, amx::prepare_q8_0_groups,
                                          amx::gemm_q4_0_batch};
-  t[slot(DType::Q8_0)].vec_dot_repacked = scalar::vec_dot_q8_0_blocks;
-  t[slot(DType::Q8_0)].own_order = true;
   t[slot(DType::Q8_0)].gemm_repacked = amx::gemm_q8_0_blocks;
   t[slot(DType::Q8_0)].batch_repacked = {amx::q8_0_group_bytes, amx::prepare_q8_0_groups,
                                          amx::gemm_q8_0_batch};

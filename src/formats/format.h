@@ -129,7 +129,7 @@ struct Kernels {
   // vec_dot for matrices of this format whose row count is a multiple of 8 (Q4_0 today: its
   // gemv/gemm_q4_0_8x8_q8_0 add each block's whole int sum with one fused multiply-add, where
   // vec_dot splits a block into 8 lanes). Null where llama.cpp does not repack the format,
-  // except Q8_0 on the AMX tier, which sums in the same block order (own_order below).
+  // except Q8_0 on the AVX-512 and AMX tiers, which sum in the same block order (own_order below).
   float (*vec_dot_repacked)(int64_t n, const void* w, const void* x) = nullptr;
   // Tiled product of n_rows weight rows (row r at w + r * w_stride bytes) with n_tokens
   // activation rows (token t at x + t * x_stride bytes, in vec_dot_type):
@@ -140,9 +140,9 @@ struct Kernels {
   // where a format has none (ops::matmul then loops over vec_dot).
   GemmFn gemm = nullptr;
   GemmFn gemm_repacked = nullptr;
-  // vec_dot_repacked is squeeze's own block order, not llama.cpp's (Q8_0 on the AMX tier, whose
-  // tiles give whole-block sums: llama.cpp's 8 lanes per block would cost them their speed);
-  // matrices marked llama_order (ops::WeightView) keep vec_dot.
+  // vec_dot_repacked is squeeze's own block order, not llama.cpp's (Q8_0 on the AVX-512 and AMX
+  // tiers, whose tiles give whole-block sums: llama.cpp's 8 lanes per block would cost them
+  // their speed); matrices marked llama_order (ops::WeightView) keep vec_dot.
   bool own_order = false;
   // The same products on activations prepared once per matrix (BatchGemm), where the ISA has
   // them (empty otherwise).

@@ -41,7 +41,7 @@ void quantize_q8_0(const float* src, void* dst, int64_t n);
 // ggml's quantize_row_q8_0_ref (weights): id = 1 / d, halves rounded away from zero.
 void quantize_q8_0_ref(const float* src, void* dst, int64_t n);
 float vec_dot_q8_0(int64_t n, const void* w, const void* x);
-// Q8_0 in block order (Q4_0's repacked order), the AMX tier's vec_dot_repacked of Q8_0.
+// Q8_0 in block order (Q4_0's repacked order), the AVX-512 and AMX tiers' vec_dot_repacked of Q8_0.
 float vec_dot_q8_0_blocks(int64_t n, const void* w, const void* x);
 void dequantize_q4_k(const void* src, float* dst, int64_t n);
 void quantize_q4_k(const float* src, void* dst, int64_t n);
@@ -125,8 +125,8 @@ void gemm_q4_1(int64_t n, const void* w, size_t ws, int64_t n_rows, const void* 
                int64_t n_tokens, float* y, int64_t ys);
 void gemm_q8_0(int64_t n, const void* w, size_t ws, int64_t n_rows, const void* x, size_t xs,
                int64_t n_tokens, float* y, int64_t ys);
-// Q8_0 in block order: loops of scalar::vec_dot_q8_0_blocks, bit for bit (the AMX tier's
-// products of fewer than 16 tokens).
+// Q8_0 in block order: loops of scalar::vec_dot_q8_0_blocks, bit for bit (this tier's, and the
+// AMX tier's products of fewer than 16 tokens).
 void gemm_q8_0_blocks(int64_t n, const void* w, size_t ws, int64_t n_rows, const void* x,
                       size_t xs, int64_t n_tokens, float* y, int64_t ys);
 // Within float rounding of vec_dot_f16 (16-lane accumulators in prefill tiles).
@@ -136,7 +136,7 @@ void gemm_f16(int64_t n, const void* w, size_t ws, int64_t n_rows, const void* x
 
 // AMX (amx_gemm.cpp: INT8 tiles; amx_f16.cpp: BF16 tiles), for batches of at least 16 tokens;
 // fewer go to the AVX-512 kernels. Bit-identical to them where they sum in block order (Q4_0's
-// repacked order; Q8_0's on this tier); F16 within float rounding (each half split exactly into
+// repacked order; Q8_0's block order); F16 within float rounding (each half split exactly into
 // two bf16).
 namespace amx {
 void gemm_q4_0_repacked(int64_t n, const void* w, size_t ws, int64_t n_rows, const void* x,

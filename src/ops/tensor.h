@@ -15,7 +15,7 @@ struct WeightView {
   size_t row_bytes = 0;    // bytes per row in `type`
   const uint8_t* data = nullptr;
   // Summed in llama.cpp's order on every tier: a format's own block order (Kernels::own_order,
-  // Q8_0 on the AMX tier) is not used. Set for the output head (Model::load), so that logits
+  // Q8_0 on the AVX-512 and AMX tiers) is not used. Set for the output head (Model::load), so that logits
   // equal llama.cpp's where its blocks do: a Q8_0 head is what llama.cpp's quantizations keep.
   bool llama_order = false;
 

@@ -33,8 +33,8 @@ TEST_P(Gemm, EqualsVecDotLoopBitForBit) {
   const auto& ks = kernels(c.type, Isa::Scalar);
   const GemmFn gemm = c.repacked ? k.gemm_repacked : k.gemm;
   ASSERT_NE(gemm, nullptr);
-  // The scalar twin. Q8_0's block order is the AMX tier's only (the scalar table sums Q8_0 in
-  // llama.cpp's lanes): that tier's vec_dot_repacked is the scalar function itself.
+  // The scalar twin. Q8_0's block order is the AVX-512 and AMX tiers' only (the scalar table
+  // sums Q8_0 in llama.cpp's lanes): their vec_dot_repacked is the scalar function itself.
   const auto vec_dot = !c.repacked                     ? ks.vec_dot
                        : ks.vec_dot_repacked != nullptr ? ks.vec_dot_repacked
                                                         : k.vec_dot_repacked;
@@ -168,6 +168,8 @@ INSTANTIATE_TEST_SUITE_P(Formats, Gemm,
                                            Case{DType::Q4_0, true, true, Isa::Avx512},
                                            Case{DType::Q4_0, true, true, Isa::Avx512, true},
                                            Case{DType::Q4_0, true, true, Isa::Amx, true},
+                                           Case{DType::Q8_0, true, true, Isa::Avx512},
+                                           Case{DType::Q8_0, true, true, Isa::Avx512, true},
                                            Case{DType::Q8_0, true, true, Isa::Amx},
                                            Case{DType::Q8_0, true, true, Isa::Amx, true},
                                            Case{DType::Q4_1, false, true, Isa::Avx512},

@@ -52,15 +52,15 @@ TEST(VecDotRepacked, Q4_0OrderIsBlockwiseAndMatchesOnBothPaths) {
   EXPECT_GT(differs_from_lanes, 0);
 }
 
-// Q8_0's block order, the AMX tier's: within rounding of the exact sum, different from the lane
-// order of the other tiers, and only that tier sums Q8_0 this way.
-TEST(VecDotRepacked, Q8_0BlockOrderOnTheAmxTierOnly) {
+// Q8_0's block order, the AVX-512 and AMX tiers': within rounding of the exact sum, different
+// from the lane order of the other tiers, and only those tiers sum Q8_0 this way.
+TEST(VecDotRepacked, Q8_0BlockOrderOnTheAvx512AndAmxTiers) {
   EXPECT_EQ(kernels(DType::Q8_0, Isa::Scalar).vec_dot_repacked, nullptr);
   if (cpu_has_avx2()) {
     EXPECT_EQ(kernels(DType::Q8_0, Isa::Avx2).vec_dot_repacked, nullptr);
   }
   if (cpu_has_avx512()) {
-    EXPECT_EQ(kernels(DType::Q8_0, Isa::Avx512).vec_dot_repacked, nullptr);
+    EXPECT_EQ(kernels(DType::Q8_0, Isa::Avx512).vec_dot_repacked, &scalar::vec_dot_q8_0_blocks);
   }
   if (cpu_has_amx()) {
     EXPECT_EQ(kernels(DType::Q8_0, Isa::Amx).vec_dot_repacked, &scalar::vec_dot_q8_0_blocks);

@@ -195,7 +195,9 @@ PrefillRoof prefill_roof(const ThreadLimits& t, formats::DType type, Isa isa) {
     if (v > 0) return {name, v};
     return {"FP32 FMA", t.fma_gflop_per_s};
   };
-  if (isa == Isa::Amx && type == DType::Q4_0) return pick("AMX int8", t.amx_int8_gop_per_s);
+  if (isa == Isa::Amx && (type == DType::Q4_0 || type == DType::Q8_0)) {
+    return pick("AMX int8", t.amx_int8_gop_per_s);
+  }
   if (isa == Isa::Amx && f16) return pick("AMX bf16", t.amx_bf16_gflop_per_s);
   if (uses_avx512(isa) && integer) return pick("int8 VNNI", t.vnni_gop_per_s);
   if (uses_avx512(isa) && f16) return pick("FP32 FMA 512-bit", t.fma512_gflop_per_s);

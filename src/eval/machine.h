@@ -35,7 +35,7 @@ struct ThreadLimits {
 };
 
 // The compute roof a prefill of weights in `type` runs against on `isa`: the rate of the
-// instructions its batched products are built from (Q4_0 on amx: int8 tiles; F16 on amx: bf16
+// instructions its batched products are built from (Q4_0, Q8_0 on amx: int8 tiles; F16 on amx: bf16
 // tiles; the integer formats on avx512 / amx: vpdpbusd; F16 on avx512: 512-bit FMA; else the
 // FP32 FMA roof). Name and 1e9 ops/s; 0 when the limits do not hold that roof.
 struct PrefillRoof {

@@ -252,6 +252,7 @@ TEST(MachineProbe, PrefillRoofFollowsTheKernels) {
   using formats::DType;
   EXPECT_EQ(prefill_roof(t, DType::Q4_0, Isa::Amx).name, "AMX int8");
   EXPECT_EQ(prefill_roof(t, DType::Q4_0, Isa::Amx).gop_per_s, 3000);
+  EXPECT_EQ(prefill_roof(t, DType::Q8_0, Isa::Amx).gop_per_s, 3000);
   EXPECT_EQ(prefill_roof(t, DType::F16, Isa::Amx).gop_per_s, 1500);
   EXPECT_EQ(prefill_roof(t, DType::Q4_1, Isa::Amx).gop_per_s, 400);  // VNNI tiles on amx too
   EXPECT_EQ(prefill_roof(t, DType::Q8_0, Isa::Avx512).gop_per_s, 400);

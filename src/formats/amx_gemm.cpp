@@ -30,10 +30,13 @@
 namespace squeeze::formats::amx {
 namespace {
 
-constexpr size_t kATile = 16 * 32;  // one block of a group: 16 tokens' codes
-constexpr size_t kBTile = 8 * 64;   // one block of a panel
-constexpr size_t kUnit = kATile + 64;  // a block of a group (A, d_x) or of a panel (B, d_w)
-static_assert(kBTile == kATile);
+using panels::decode_q4_0_panel;
+using panels::decode_q8_0_panel;
+using panels::kUnit;
+using panels::PanelDecoder;
+using panels::panels_bytes;
+constexpr size_t kATile = 16 * 32;  // one block of a group: 16 tokens' codes, then d_x [16]
+static_assert(kATile + 64 == kUnit);  // a block of a group is as big as one of a panel
 
 // Tiles: C 0-3 (16 tokens x 16 int32), A 4, 5 (16 tokens x 32 codes), B 6, 7 (8 x 64 bytes).
 void configure_int8_tiles() {
@@ -41,54 +44,6 @@ void configure_int8_tiles() {
   const uint16_t colsb[8] = {64, 64, 64, 64, 32, 32, 64, 64};
   configure_tiles(8, rows, colsb);
 }
-
-// Rows [0, n) (n <= 16) of a panel of a Q4_0 matrix, every block, into its units at dst.
-void decode_q4_0_panel(const uint8_t* w, size_t ws, int n, int64_t nb, uint8_t* dst) {
-  alignas(64) int8_t rows[kTile][64];  // codes in the first 32 bytes of each row
-  const __m128i low = _mm_set1_epi8(0x0F), eight = _mm_set1_epi8(8);
-  for (int64_t i = 0; i < nb; ++i) {
-    uint8_t* u = dst + i * kUnit;
-    auto* dw = reinterpret_cast<float*>(u + kBTile);
-    for (int r = 0; r < kTile; ++r) {
-      if (r >= n) {
-        std::memset(rows[r], 0, 32);
-        dw[r] = 0.0f;
-        continue;
-      }
-      const auto* b = reinterpret_cast<const BlockQ4_0*>(w + r * ws) + i;
-      const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b->qs));
-      const __m128i lo = _mm_sub_epi8(_mm_and_si128(q, low), eight);
-      const __m128i hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(q, 4), low), eight);
-      _mm_store_si128(reinterpret_cast<__m128i*>(rows[r]), lo);
-      _mm_store_si128(reinterpret_cast<__m128i*>(rows[r] + 16), hi);
-      dw[r] = half(b->d);
-    }
-    // B row k = dword k of every row (the upper 32 bytes of the rows are never stored).
-    transpose_dwords16(reinterpret_cast<const int32_t*>(rows), 8, u);
-  }
-}
-
-// Rows [0, n) (n <= 16) of a panel of a Q8_0 matrix, every block, into its units at dst.
-void decode_q8_0_panel(const uint8_t* w, size_t ws, int n, int64_t nb, uint8_t* dst) {
-  alignas(64) int8_t rows[kTile][64];  // codes in the first 32 bytes of each row
-  for (int64_t i = 0; i < nb; ++i) {
-    uint8_t* u = dst + i * kUnit;
-    auto* dw = reinterpret_cast<float*>(u + kBTile);
-    for (int r = 0; r < kTile; ++r) {
-      if (r >= n) {
-        std::memset(rows[r], 0, 32);
-        dw[r] = 0.0f;
-        continue;
-      }
-      const auto* b = reinterpret_cast<const BlockQ8_0*>(w + r * ws) + i;
-      std::memcpy(rows[r], b->qs, 32);
-      dw[r] = half(b->d);
-    }
-    transpose_dwords16(reinterpret_cast<const int32_t*>(rows), 8, u);
-  }
-}
-
-using PanelDecoder = void (*)(const uint8_t* w, size_t ws, int n, int64_t nb, uint8_t* dst);
 
 // Block b's tile product into C tile b % 4 (A tile 4 + b % 2, B tile 6 + b % 2). (GCC's tile
 // intrinsics take literal tile numbers.)
@@ -150,15 +105,12 @@ void group_panel(int64_t nb, const uint8_t* g, const uint8_t* panel, int n_tok, 
     store_block(b, c);
     if (b + kAhead < nb) issue_block(b + kAhead, g + (b + kAhead) * kUnit, panel + (b + kAhead) * kUnit);
     scale_add(c, reinterpret_cast<const float*>(g + b * kUnit + kATile),
-              _mm512_load_ps(reinterpret_cast<const float*>(panel + b * kUnit + kBTile)), acc);
+              _mm512_load_ps(reinterpret_cast<const float*>(panel + b * kUnit + panels::kBytesB)), acc);
   }
   const __mmask16 cols = first_lanes(n_rows);
   for (int t = 0; t < n_tok; ++t) _mm512_mask_storeu_ps(y + t * ys, cols, acc[t]);
 }
 
-size_t panels_bytes(int64_t nb, int64_t n_rows) {
-  return static_cast<size_t>((n_rows + kTile - 1) / kTile) * static_cast<size_t>(nb) * kUnit;
-}
 
 // The product on groups; bt: panels_bytes(nb, n_rows) bytes for the weights decoded by `decode`.
 void gemm_groups(PanelDecoder decode, int64_t nb, const uint8_t* w, size_t ws, int64_t n_rows,

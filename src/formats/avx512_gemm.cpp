@@ -237,11 +237,6 @@ inline __m256i reduce_pairs4(const __m512i z[4]) {
   return _mm256_add_epi32(a, b);
 }
 
-// Sum of the 32 int8 of an activation block.
-inline int32_t sum_i8(const int8_t* p) {
-  const __m256i s = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(1), load32(p));
-  return hsum(s);
-}
 
 // 8 rows x 1 token (decode). Lane order of the accumulator: rows 0, 2, 4, 6, 1, 3, 5, 7 (the
 // order reduce_pairs4 leaves the sums in; the scales are gathered in that order too).
@@ -425,6 +420,10 @@ void gemm_q8_0(int64_t n, const void* w, size_t ws, int64_t n_rows, const void* 
   gemm_lanes<Q8_0Rows>(n, w, ws, n_rows, x, xs, n_tokens, y, ys, avx2::gemm_q8_0);
 }
 
+// Batches this big decode the weights into panels (avx512_panels.cpp); the decoding pays for
+// itself across their tokens.
+constexpr int64_t kPanelTokens = 16;
+
 void gemm_q8_0_blocks(int64_t n, const void* w, size_t ws, int64_t n_rows, const void* x,
                       size_t xs, int64_t n_tokens, float* y, int64_t ys) {
   constexpr int64_t kMaxBlocks = 256;  // longer rows: the scalar twin
@@ -437,6 +436,10 @@ void gemm_q8_0_blocks(int64_t n, const void* w, size_t ws, int64_t n_rows, const
         y[t * ys + r] = scalar::vec_dot_q8_0_blocks(n, wb + r * ws, xb + t * xs);
       }
     }
+    return;
+  }
+  if (n_tokens >= kPanelTokens) {
+    gemm_q8_0_panels(n, w, ws, n_rows, x, xs, n_tokens, y, ys);
     return;
   }
   // 4 x 4 tiles over the first t_end tokens and r_end rows (token groups outer, their block sums
@@ -486,6 +489,9 @@ void gemm_q4_0_repacked(int64_t n, const void* w, size_t ws, int64_t n_rows, con
       dx[i] = half_to_float(xq[i].d);
     }
     for (; r + 8 <= n_rows; r += 8) blocks_8x1<Q4_0Codes>(nb, wb + r * ws, ws, xb, corr, dx, y + r);
+  } else if (n_tokens >= kPanelTokens && nb <= kMaxBlocks) {
+    gemm_q4_0_panels(n, w, ws, n_rows, x, xs, n_tokens, y, ys);
+    return;
   } else if (n_tokens >= 4 && n_rows >= 4 && nb <= kMaxBlocks) {
     // Token groups outer (their block sums and scales prepared once), rows inner.
     const int64_t t_end = n_tokens / 4 * 4;

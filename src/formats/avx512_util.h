@@ -51,6 +51,12 @@ inline float hsum_hi(__m512 v) {
   return hsum(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
 }
 
+// Sum of the 32 int8 of an activation block.
+inline int32_t sum_i8(const int8_t* p) {
+  const __m256i s = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(1), load32(p));
+  return hsum(s);
+}
+
 // Decode streams the weights once: the tile kPrefetchTiles ahead (its rows lie back to back,
 // tile_bytes in all) is prefetched a few cache lines per block, spread over the block loop.
 class TilePrefetch {

@@ -129,6 +129,12 @@ void gemm_q8_0(int64_t n, const void* w, size_t ws, int64_t n_rows, const void* 
 // AMX tier's products of fewer than 16 tokens).
 void gemm_q8_0_blocks(int64_t n, const void* w, size_t ws, int64_t n_rows, const void* x,
                       size_t xs, int64_t n_tokens, float* y, int64_t ys);
+// Block order on 16-row panels decoded per call (avx512_panels.cpp): the batches of 16 tokens
+// or more of gemm_q4_0_repacked and gemm_q8_0_blocks.
+void gemm_q4_0_panels(int64_t n, const void* w, size_t ws, int64_t n_rows, const void* x,
+                      size_t xs, int64_t n_tokens, float* y, int64_t ys);
+void gemm_q8_0_panels(int64_t n, const void* w, size_t ws, int64_t n_rows, const void* x,
+                      size_t xs, int64_t n_tokens, float* y, int64_t ys);
 // Within float rounding of vec_dot_f16 (16-lane accumulators in prefill tiles).
 void gemm_f16(int64_t n, const void* w, size_t ws, int64_t n_rows, const void* x, size_t xs,
               int64_t n_tokens, float* y, int64_t ys);

@@ -391,10 +391,18 @@ inline void f16_4x4(int64_t n, const uint8_t* w, size_t ws, const uint8_t* x, si
 
 }  // namespace
 
+// Batches this big decode the weights into panels (avx512_panels.cpp); the decoding pays for
+// itself across their tokens.
+constexpr int64_t kPanelTokens = 16;
+
 void gemm_f16(int64_t n, const void* w, size_t ws, int64_t n_rows, const void* x, size_t xs,
               int64_t n_tokens, float* y, int64_t ys) {
   if (n % 16 != 0 || n_tokens < 4 || n_rows < 4) {  // decode (memory-bound) and odd shapes
     avx2::gemm_f16(n, w, ws, n_rows, x, xs, n_tokens, y, ys);
+    return;
+  }
+  if (n_tokens >= kPanelTokens) {
+    gemm_f16_panels(n, w, ws, n_rows, x, xs, n_tokens, y, ys);
     return;
   }
   const uint8_t* wb = static_cast<const uint8_t*>(w);
@@ -419,10 +427,6 @@ void gemm_q8_0(int64_t n, const void* w, size_t ws, int64_t n_rows, const void* 
                int64_t n_tokens, float* y, int64_t ys) {
   gemm_lanes<Q8_0Rows>(n, w, ws, n_rows, x, xs, n_tokens, y, ys, avx2::gemm_q8_0);
 }
-
-// Batches this big decode the weights into panels (avx512_panels.cpp); the decoding pays for
-// itself across their tokens.
-constexpr int64_t kPanelTokens = 16;
 
 void gemm_q8_0_blocks(int64_t n, const void* w, size_t ws, int64_t n_rows, const void* x,
                       size_t xs, int64_t n_tokens, float* y, int64_t ys) {

@@ -1,7 +1,8 @@
-// AVX-512 VNNI products of batches in block order (Q4_0's repacked order, Q8_0's on this tier)
-// on weights decoded per call into 16-row panels (int8_panels.h, the AMX B-tile layout).
-// Bit-identical to the scalar twins vec_dot_q4_0_repacked / vec_dot_q8_0_blocks.
-// Called only after cpu_has_avx512() (core/cpu.h).
+// AVX-512 products of batches (16 tokens or more) on weights decoded per call into 16-row
+// panels: Q4_0 and Q8_0 in block order with VNNI (Q4_0's repacked order, Q8_0's on this tier;
+// int8_panels.h, the AMX B-tile layout), bit-identical to the scalar twins
+// vec_dot_q4_0_repacked / vec_dot_q8_0_blocks; F16 on float panels, within float rounding of
+// vec_dot_f16. Called only after cpu_has_avx512() (core/cpu.h).
 #include <cstring>
 
 #include "formats/avx512_util.h"
@@ -99,7 +100,71 @@ void gemm_panels(panels::PanelDecoder decode, int64_t nb, const uint8_t* w, size
   }
 }
 
+// F16: element k of 16 weight rows converted to float in one register (64 bytes per k), decoded
+// per call; rows past n_rows zero.
+void decode_f16_panel(const uint8_t* w, size_t ws, int rows, int64_t n, float* dst) {
+  for (int64_t k0 = 0; k0 < n; k0 += 16) {
+    __m512i a[16];
+    for (int r = 0; r < 16; ++r) {
+      a[r] = r < rows ? _mm512_castps_si512(_mm512_cvtph_ps(_mm256_loadu_si256(
+                            reinterpret_cast<const __m256i*>(w + r * ws + k0 * 2))))
+                      : _mm512_setzero_si512();
+    }
+    panels::transpose16x16(a);
+    for (int k = 0; k < 16; ++k) _mm512_store_si512(dst + (k0 + k) * 16, a[k]);
+  }
+}
+
+// T tokens (xf: T rows of n floats) against one float panel: acc = fma(w_k, x_k, acc) over k.
+template <int T>
+inline void f16_panel_tokens(int64_t n, const float* panel, const float* xf, int n_rows, float* y,
+                             int64_t ys) {
+  __m512 acc[T];
+  for (__m512& a : acc) a = _mm512_setzero_ps();
+  for (int64_t k = 0; k < n; ++k) {
+    const __m512 wk = _mm512_load_ps(panel + k * 16);
+#pragma GCC unroll 8
+    for (int t = 0; t < T; ++t) acc[t] = _mm512_fmadd_ps(wk, _mm512_set1_ps(xf[t * n + k]), acc[t]);
+  }
+  const __mmask16 cols = n_rows >= 16 ? static_cast<__mmask16>(0xFFFF)
+                                      : static_cast<__mmask16>((1u << n_rows) - 1);
+  for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(y + t * ys, cols, acc[t]);
+}
+
 }  // namespace
+
+void gemm_f16_panels(int64_t n, const void* w, size_t ws, int64_t n_rows, const void* x,
+                     size_t xs, int64_t n_tokens, float* y, int64_t ys) {
+  const int64_t n_panels = (n_rows + 15) / 16;
+  const size_t per = static_cast<size_t>(n) * 16;  // floats a panel
+  auto* buf = static_cast<float*>(scratch_buffer((n_panels * per + kPanelTile * n) * sizeof(float)));
+  float* xf = buf + n_panels * per;
+  const auto* wb = static_cast<const uint8_t*>(w);
+  const auto* xb = static_cast<const uint8_t*>(x);
+  for (int64_t p = 0; p < n_panels; ++p) {
+    decode_f16_panel(wb + p * 16 * ws, ws, static_cast<int>(n_rows - p * 16 < 16 ? n_rows - p * 16 : 16),
+                     n, buf + p * per);
+  }
+  for (int64_t t0 = 0; t0 < n_tokens; t0 += kPanelTile) {
+    const int n_tok = static_cast<int>(n_tokens - t0 < kPanelTile ? n_tokens - t0 : kPanelTile);
+    for (int t = 0; t < n_tok; ++t) {
+      const auto* h = reinterpret_cast<const uint16_t*>(xb + (t0 + t) * xs);
+      for (int64_t k = 0; k < n; k += 16) {
+        _mm512_storeu_ps(xf + t * n + k, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(h + k))));
+      }
+    }
+    for (int64_t p = 0; p < n_panels; ++p) {
+      const int rows = static_cast<int>(n_rows - p * 16 < 16 ? n_rows - p * 16 : 16);
+      if (n_tok == kPanelTile) {
+        f16_panel_tokens<kPanelTile>(n, buf + p * per, xf, rows, y + t0 * ys + p * 16, ys);
+      } else {
+        for (int t = 0; t < n_tok; ++t) {
+          f16_panel_tokens<1>(n, buf + p * per, xf + t * n, rows, y + (t0 + t) * ys + p * 16, ys);
+        }
+      }
+    }
+  }
+}
 
 void gemm_q4_0_panels(int64_t n, const void* w, size_t ws, int64_t n_rows, const void* x,
                       size_t xs, int64_t n_tokens, float* y, int64_t ys) {

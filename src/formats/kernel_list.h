@@ -135,6 +135,10 @@ void gemm_q4_0_panels(int64_t n, const void* w, size_t ws, int64_t n_rows, const
                       size_t xs, int64_t n_tokens, float* y, int64_t ys);
 void gemm_q8_0_panels(int64_t n, const void* w, size_t ws, int64_t n_rows, const void* x,
                       size_t xs, int64_t n_tokens, float* y, int64_t ys);
+// F16 batches (16 tokens or more, n a multiple of 16) on float panels: one accumulator per
+// output over k in order, 16 rows in its lanes; within float rounding of vec_dot_f16.
+void gemm_f16_panels(int64_t n, const void* w, size_t ws, int64_t n_rows, const void* x,
+                     size_t xs, int64_t n_tokens, float* y, int64_t ys);
 // Within float rounding of vec_dot_f16 (16-lane accumulators in prefill tiles).
 void gemm_f16(int64_t n, const void* w, size_t ws, int64_t n_rows, const void* x, size_t xs,
               int64_t n_tokens, float* y, int64_t ys);

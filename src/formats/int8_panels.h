@@ -64,10 +64,11 @@ inline size_t panels_bytes(int64_t nb, int64_t n_rows) {
   return static_cast<size_t>((n_rows + kPanelRows - 1) / kPanelRows) * static_cast<size_t>(nb) * kUnit;
 }
 
-// Rows [0, n) (n <= 16) of a panel of a Q4_0 matrix, every block, into its units at dst.
-inline void decode_q4_0_panel(const uint8_t* w, size_t ws, int n, int64_t nb, uint8_t* dst) {
+// Rows [0, n) (n <= 16) of a panel of a matrix of `Block`s, every block, into its units at dst;
+// codes(block, out) writes a block's 32 signed codes.
+template <typename Block, typename Codes>
+inline void decode_panel(const uint8_t* w, size_t ws, int n, int64_t nb, uint8_t* dst, Codes codes) {
   alignas(64) int8_t rows[kPanelRows][64];  // codes in the first 32 bytes of each row
-  const __m128i low = _mm_set1_epi8(0x0F), eight = _mm_set1_epi8(8);
   for (int64_t i = 0; i < nb; ++i) {
     uint8_t* u = dst + i * kUnit;
     auto* dw = reinterpret_cast<float*>(u + kBytesB);
@@ -77,37 +78,29 @@ inline void decode_q4_0_panel(const uint8_t* w, size_t ws, int n, int64_t nb, ui
         dw[r] = 0.0f;
         continue;
       }
-      const auto* b = reinterpret_cast<const BlockQ4_0*>(w + r * ws) + i;
-      const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b->qs));
-      const __m128i lo = _mm_sub_epi8(_mm_and_si128(q, low), eight);
-      const __m128i hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(q, 4), low), eight);
-      _mm_store_si128(reinterpret_cast<__m128i*>(rows[r]), lo);
-      _mm_store_si128(reinterpret_cast<__m128i*>(rows[r] + 16), hi);
-      dw[r] = _cvtsh_ss(b->d);
+      const Block& b = reinterpret_cast<const Block*>(w + r * ws)[i];
+      codes(b, rows[r]);
+      dw[r] = _cvtsh_ss(b.d);
     }
     // B row k = dword k of every row (the upper 32 bytes of the rows are never stored).
     transpose_dwords16(reinterpret_cast<const int32_t*>(rows), 8, u);
   }
 }
 
-// Rows [0, n) (n <= 16) of a panel of a Q8_0 matrix, every block, into its units at dst.
+inline void decode_q4_0_panel(const uint8_t* w, size_t ws, int n, int64_t nb, uint8_t* dst) {
+  decode_panel<BlockQ4_0>(w, ws, n, nb, dst, [](const BlockQ4_0& b, int8_t* out) {
+    const __m128i low = _mm_set1_epi8(0x0F), eight = _mm_set1_epi8(8);
+    const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.qs));
+    const __m128i lo = _mm_sub_epi8(_mm_and_si128(q, low), eight);
+    const __m128i hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(q, 4), low), eight);
+    _mm_store_si128(reinterpret_cast<__m128i*>(out), lo);
+    _mm_store_si128(reinterpret_cast<__m128i*>(out + 16), hi);
+  });
+}
+
 inline void decode_q8_0_panel(const uint8_t* w, size_t ws, int n, int64_t nb, uint8_t* dst) {
-  alignas(64) int8_t rows[kPanelRows][64];  // codes in the first 32 bytes of each row
-  for (int64_t i = 0; i < nb; ++i) {
-    uint8_t* u = dst + i * kUnit;
-    auto* dw = reinterpret_cast<float*>(u + kBytesB);
-    for (int r = 0; r < kPanelRows; ++r) {
-      if (r >= n) {
-        std::memset(rows[r], 0, 32);
-        dw[r] = 0.0f;
-        continue;
-      }
-      const auto* b = reinterpret_cast<const BlockQ8_0*>(w + r * ws) + i;
-      std::memcpy(rows[r], b->qs, 32);
-      dw[r] = _cvtsh_ss(b->d);
-    }
-    transpose_dwords16(reinterpret_cast<const int32_t*>(rows), 8, u);
-  }
+  decode_panel<BlockQ8_0>(w, ws, n, nb, dst,
+                          [](const BlockQ8_0& b, int8_t* out) { std::memcpy(out, b.qs, 32); });
 }
 
 using PanelDecoder = void (*)(const uint8_t* w, size_t ws, int n, int64_t nb, uint8_t* dst);

@@ -19,6 +19,23 @@ std::vector<uint8_t> quantize(DType type, const std::vector<float>& x) {
   return out;
 }
 
+// The dot of the decoded rows in double (the exact sum of the block products), and the sum of
+// the products' magnitudes.
+struct ExactDot {
+  double value = 0, magnitude = 0;
+};
+ExactDot exact_dot(DType wt, const std::vector<uint8_t>& wq, const std::vector<uint8_t>& xq, int64_t n) {
+  std::vector<float> wd(n), xd(n);
+  kernels(wt, Isa::Scalar).dequantize_row(wq.data(), wd.data(), n);
+  kernels(DType::Q8_0, Isa::Scalar).dequantize_row(xq.data(), xd.data(), n);
+  ExactDot d;
+  for (int64_t i = 0; i < n; ++i) {
+    d.value += double(wd[i]) * xd[i];
+    d.magnitude += std::abs(double(wd[i]) * xd[i]);
+  }
+  return d;
+}
+
 TEST(VecDotRepacked, Q4_0OrderIsBlockwiseAndMatchesOnBothPaths) {
   std::mt19937 rng(7);
   std::normal_distribution<float> dist(0.0f, 1.0f);
@@ -34,16 +51,8 @@ TEST(VecDotRepacked, Q4_0OrderIsBlockwiseAndMatchesOnBothPaths) {
     const auto wq = quantize(DType::Q4_0, w);
     const auto xq = quantize(DType::Q8_0, x);
     const float r = s.vec_dot_repacked(n, wq.data(), xq.data());
-    // Reference: exact block sums in double.
-    std::vector<float> wd(n), xd(n);
-    s.dequantize_row(wq.data(), wd.data(), n);
-    kernels(DType::Q8_0, Isa::Scalar).dequantize_row(xq.data(), xd.data(), n);
-    double ref = 0, mag = 0;
-    for (int64_t i = 0; i < n; ++i) {
-      ref += double(wd[i]) * xd[i];
-      mag += std::abs(double(wd[i]) * xd[i]);
-    }
-    ASSERT_NEAR(r, ref, 1e-5 * mag);
+    const ExactDot ref = exact_dot(DType::Q4_0, wq, xq, n);
+    ASSERT_NEAR(r, ref.value, 1e-5 * ref.magnitude);
     if (r != s.vec_dot(n, wq.data(), xq.data())) ++differs_from_lanes;
     if (cpu_has_avx2()) {
       ASSERT_EQ(r, kernels(DType::Q4_0, Isa::Avx2).vec_dot_repacked(n, wq.data(), xq.data()));
@@ -77,16 +86,8 @@ TEST(VecDotRepacked, Q8_0BlockOrderOnTheAvx512AndAmxTiers) {
     const auto wq = quantize(DType::Q8_0, w);
     const auto xq = quantize(DType::Q8_0, x);
     const float r = scalar::vec_dot_q8_0_blocks(n, wq.data(), xq.data());
-    // Reference: the exact blockwise sum, in double.
-    std::vector<float> wd(n), xd(n);
-    s.dequantize_row(wq.data(), wd.data(), n);
-    s.dequantize_row(xq.data(), xd.data(), n);
-    double ref = 0, mag = 0;
-    for (int64_t i = 0; i < n; ++i) {
-      ref += double(wd[i]) * xd[i];
-      mag += std::abs(double(wd[i]) * xd[i]);
-    }
-    ASSERT_NEAR(r, ref, 1e-5 * mag);
+    const ExactDot ref = exact_dot(DType::Q8_0, wq, xq, n);
+    ASSERT_NEAR(r, ref.value, 1e-5 * ref.magnitude);
     if (r != s.vec_dot(n, wq.data(), xq.data())) ++differs_from_lanes;
   }
   EXPECT_GT(differs_from_lanes, 0);

@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "cli_run.h"
+#include "temp_dir.h"
 #include "tiny_model.h"
 
 namespace squeeze {
@@ -29,7 +30,7 @@ Result squeeze_cmd(const std::string& args, const std::string& input = "") {
 std::vector<uint8_t> tiny_bytes() { return testing::tiny_model_writer().to_bytes(); }
 
 std::string write_file(const std::string& name, const std::vector<uint8_t>& bytes) {
-  const fs::path p = fs::temp_directory_path() / (std::to_string(getpid()) + "_" + name);
+  const fs::path p = testing::temp_path(name);
   std::ofstream(p, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()),
                                            static_cast<std::streamsize>(bytes.size()));
   return p.string();

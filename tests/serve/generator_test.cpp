@@ -11,17 +11,16 @@
 #include <vector>
 
 #include "core/error.h"
+#include "temp_dir.h"
 #include "tiny_model.h"
 
 namespace squeeze::serve {
 namespace {
 
-// A tiny model file of this test's own (ctest runs tests in parallel processes).
+// A tiny model file of this test's own, removed when the process exits.
 std::string tiny_path() {
-  const std::string p = (std::filesystem::temp_directory_path() /
-                         ("squeeze_generator_" + std::to_string(::getpid()) + "_" +
-                          ::testing::UnitTest::GetInstance()->current_test_info()->name() + ".gguf"))
-                            .string();
+  const std::string p = squeeze::testing::temp_path(
+      std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()) + ".gguf");
   testing::write_tiny_model(p, {});
   return p;
 }

@@ -13,6 +13,8 @@
 #include <sstream>
 #include <string>
 
+#include "temp_dir.h"
+
 namespace squeeze::testing {
 
 struct CmdResult {
@@ -27,17 +29,15 @@ inline std::string slurp(const std::filesystem::path& p) {
   return ss.str();
 }
 
-// `squeeze ARGS` with `input` on stdin. `tag` names the capture files, which also carry the pid
-// (ctest runs tests in parallel processes).
+// `squeeze ARGS` with `input` on stdin. `tag` names the capture files, kept in this test
+// process's temporary directory (temp_dir.h: removed at exit).
 inline CmdResult run_squeeze(const std::string& args, const std::string& tag,
                              const std::string& input = "") {
-  const auto dir = std::filesystem::temp_directory_path();
-  const std::string id = tag + "_" + std::to_string(getpid());
-  const auto out = dir / ("squeeze_" + id + ".out"), err = dir / ("squeeze_" + id + ".err"),
-             in = dir / ("squeeze_" + id + ".in");
+  const std::string out = temp_path(tag + ".out"), err = temp_path(tag + ".err"),
+                    in = temp_path(tag + ".in");
   std::ofstream(in) << input;
-  const std::string cmd = std::string(SQUEEZE_BINARY) + " " + args + " <" + in.string() + " >" +
-                          out.string() + " 2>" + err.string();
+  const std::string cmd = std::string(SQUEEZE_BINARY) + " " + args + " <" + in + " >" + out +
+                          " 2>" + err;
   const int status = std::system(cmd.c_str());
   return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), slurp(out), slurp(err)};
 }

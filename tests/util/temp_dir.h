@@ -13,7 +13,7 @@ inline std::string temp_path(const std::string& name) {
   namespace fs = std::filesystem;
   static const struct Dir {
     fs::path path;
-    Dir() : path(fs::temp_directory_path() / ("squeeze_eval_" + std::to_string(getpid()))) {
+    Dir() : path(fs::temp_directory_path() / ("squeeze_test_" + std::to_string(getpid()))) {
       fs::create_directories(path);
     }
     ~Dir() {

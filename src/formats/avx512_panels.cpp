@@ -13,11 +13,10 @@
 namespace squeeze::formats::avx512 {
 namespace {
 
-// Q4_0 and Q8_0 in block order: the weights decoded per
-// call into 16-row panels (int8_panels.h, AMX's B-tile layout: a register holds the 4 codes of
-// group k of all 16 rows), so vpdpbusd against one token's broadcast group k accumulates the
-// 16 rows' block sums in the 16 lanes with no reduction; codes used unsigned as c ^ 0x80 =
-// c + 128 (corr = 128 * sum(y)). Then acc = fma(float(sum - corr), d_w * d_x, acc) per token.
+// Q4_0 and Q8_0 in block order: a panel register holds the 4 codes of group k of all 16 rows
+// (int8_panels.h), so vpdpbusd against one token's broadcast group k accumulates the 16 rows'
+// block sums in the 16 lanes with no reduction; codes used unsigned as c ^ 0x80 = c + 128
+// (corr = 128 * sum(y)). Then acc = fma(float(sum - corr), d_w * d_x, acc) per token.
 constexpr int kPanelTile = 8;  // tokens per pass over a panel
 
 // What a token needs of its block i: corr = 128 * sum(y), dx.
@@ -61,8 +60,7 @@ inline void panel_tokens(int64_t nb, const uint8_t* panel, const uint8_t* x, siz
       acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sum), _mm512_mul_ps(dw, _mm512_set1_ps(c.dx)), acc[t]);
     }
   }
-  const __mmask16 cols = n_rows >= 16 ? static_cast<__mmask16>(0xFFFF)
-                                      : static_cast<__mmask16>((1u << n_rows) - 1);
+  const __mmask16 cols = first_lanes16(n_rows);
   for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(y + t * ys, cols, acc[t]);
 }
 
@@ -126,8 +124,7 @@ inline void f16_panel_tokens(int64_t n, const float* panel, const float* xf, int
 #pragma GCC unroll 8
     for (int t = 0; t < T; ++t) acc[t] = _mm512_fmadd_ps(wk, _mm512_set1_ps(xf[t * n + k]), acc[t]);
   }
-  const __mmask16 cols = n_rows >= 16 ? static_cast<__mmask16>(0xFFFF)
-                                      : static_cast<__mmask16>((1u << n_rows) - 1);
+  const __mmask16 cols = first_lanes16(n_rows);
   for (int t = 0; t < T; ++t) _mm512_mask_storeu_ps(y + t * ys, cols, acc[t]);
 }
 

@@ -57,6 +57,11 @@ inline int32_t sum_i8(const int8_t* p) {
   return hsum(s);
 }
 
+// Lanes [0, n) of a 16-lane register (n <= 16).
+inline __mmask16 first_lanes16(int n) {
+  return n >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << n) - 1);
+}
+
 // Decode streams the weights once: the tile kPrefetchTiles ahead (its rows lie back to back,
 // tile_bytes in all) is prefetched a few cache lines per block, spread over the block loop.
 class TilePrefetch {

@@ -31,6 +31,8 @@ struct SeqRun {
   int32_t seq = 0;
   int32_t pos0 = 0;
   std::vector<int32_t> rows;
+  // The KV cells of the sequence's positions [0, pos0 + rows.size()) (kv::KvCache::cells).
+  std::span<const int32_t> cells;
   // rows are first_row, first_row + 1, ... (no other sequence's token between them)
   bool contiguous() const { return rows.back() - rows.front() + 1 == static_cast<int32_t>(rows.size()); }
 };
@@ -43,7 +45,8 @@ struct ChunkLayout {
 };
 
 // One sequence `seq` at positions pos0.. (the single-sequence forward); `pos` holds the n
-// positions and must outlive the layout.
-ChunkLayout single_sequence(int64_t n, int32_t pos0, int32_t seq, std::vector<int32_t>& pos);
+// positions and `cells` the sequence's cells (SeqRun::cells); both must outlive the layout.
+ChunkLayout single_sequence(int64_t n, int32_t pos0, int32_t seq, std::vector<int32_t>& pos,
+                            std::span<const int32_t> cells);
 
 }  // namespace squeeze::model

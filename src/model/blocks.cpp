@@ -106,11 +106,13 @@ void attend(const LayerPass& p, kv::KvCache& kv, const ChunkLayout& b) {
                                   1.0f / std::sqrt(static_cast<float>(hp.head_dim))};
   for (const SeqRun& r : b.runs) {
     const int64_t len = static_cast<int64_t>(r.rows.size());
-    const ops::KvView view = kv.view(p.il, r.seq, r.pos0 + len);
+    const ops::KvView view = kv.view(p.il, r.cells);
+    for (int64_t i = 0; i < len; ++i) {
+      const int64_t row = r.rows[i];
+      kv.store(p.il, r.cells[r.pos0 + i], s.k.data() + row * n_kv, s.v.data() + row * n_kv);
+    }
     if (r.contiguous()) {
       const int64_t r0 = r.rows.front();
-      kv.store(p.il, kv.cell_of(r.seq, r.pos0), len, s.k.data() + r0 * n_kv,
-               s.v.data() + r0 * n_kv);
       ops::attention(shape, s.q.data() + r0 * n_q, len, r.pos0, view, s.attn.data() + r0 * n_q,
                      p.pool, s.att);
       continue;
@@ -118,10 +120,7 @@ void attend(const LayerPass& p, kv::KvCache& kv, const ChunkLayout& b) {
     s.q_seq.resize(static_cast<size_t>(len * n_q));
     s.attn_seq.resize(static_cast<size_t>(len * n_q));
     for (int64_t i = 0; i < len; ++i) {
-      const int64_t row = r.rows[i];
-      kv.store(p.il, kv.cell_of(r.seq, r.pos0 + i), 1, s.k.data() + row * n_kv,
-               s.v.data() + row * n_kv);
-      std::copy_n(s.q.data() + row * n_q, n_q, s.q_seq.data() + i * n_q);
+      std::copy_n(s.q.data() + r.rows[i] * n_q, n_q, s.q_seq.data() + i * n_q);
     }
     ops::attention(shape, s.q_seq.data(), len, r.pos0, view, s.attn_seq.data(), p.pool, s.att);
     for (int64_t i = 0; i < len; ++i) {

@@ -17,20 +17,20 @@ static int64_t checked_ctx(const HParams& hp, int64_t n_ctx) {
   return n_ctx;
 }
 
-Context::Context(const Model& model, int64_t n_ctx, ThreadPool& pool, int64_t n_batch, int64_t n_seq)
+// n tokens rounded up to whole KV blocks.
+static int64_t full_blocks(int64_t n) {
+  return (n + kv::kBlockTokens - 1) / kv::kBlockTokens * kv::kBlockTokens;
+}
+
+Context::Context(const Model& model, int64_t n_ctx, ThreadPool& pool, int64_t n_batch,
+                 int64_t n_seq, int64_t kv_tokens)
     : model_(model),
       pool_(pool),
-      kv_(model.hparams().n_layer, model.hparams().n_head_kv * model.hparams().head_dim,
-          checked_ctx(model.hparams(), n_ctx), n_seq),
+      n_ctx_(checked_ctx(model.hparams(), n_ctx)),
+      kv_(make_kv_cache(model.hparams(), kv_tokens > 0 ? kv_tokens : n_seq * full_blocks(n_ctx_),
+                        n_seq)),
       s_(model.hparams(), std::max<int64_t>(1, std::min(n_batch, n_ctx))),
-      n_past_(static_cast<size_t>(n_seq), 0) {}
-
-void Context::truncate(int64_t n, int64_t seq) {
-  if (seq < 0 || seq >= n_seq()) throw UsageError("no sequence " + std::to_string(seq));
-  int64_t& past = n_past_[static_cast<size_t>(seq)];
-  past = std::clamp<int64_t>(n, 0, past);
-  kv_.free_cells(kv_.cell_of(seq, past), kv_.cell_of(seq, n_ctx()));
-}
+      cells_(static_cast<size_t>(n_seq)) {}
 
 std::span<const float> Context::decode(std::span<const int32_t> tokens, bool all_logits) {
   const int64_t n = static_cast<int64_t>(tokens.size());
@@ -45,7 +45,7 @@ std::span<const float> Context::decode_from(std::span<const int32_t> tokens, int
                      std::to_string(n));
   }
   Batch b;
-  const auto p0 = static_cast<int32_t>(n_past_[0]);
+  const auto p0 = static_cast<int32_t>(n_past(0));
   for (int64_t t = 0; t < n; ++t) b.add(tokens[t], p0 + static_cast<int32_t>(t), 0, t >= first);
   return decode_batch(b);
 }
@@ -60,7 +60,8 @@ std::span<const float> Context::decode_batch(const Batch& b) {
   }
   // Check everything before anything runs: sequences, positions that continue each sequence,
   // the context, the vocabulary.
-  std::vector<int64_t> next = n_past_;
+  std::vector<int64_t> next(static_cast<size_t>(n_seq()));
+  for (int64_t sq = 0; sq < n_seq(); ++sq) next[static_cast<size_t>(sq)] = n_past(sq);
   int64_t n_logits = 0;
   for (int64_t t = 0; t < n; ++t) {
     const int32_t sq = b.seq[t];
@@ -84,6 +85,14 @@ std::span<const float> Context::decode_batch(const Batch& b) {
     }
     n_logits += b.logits[t] != 0;
   }
+  int64_t blocks = 0;
+  for (int64_t sq = 0; sq < n_seq(); ++sq) blocks += kv_.blocks_needed(sq, next[sq] - n_past(sq));
+  if (blocks > kv_.blocks().n_available()) {
+    throw Error("KV cache full: the batch needs " + std::to_string(blocks) + " blocks of " +
+                std::to_string(kv::kBlockTokens) + " tokens, " +
+                std::to_string(kv_.blocks().n_available()) + " are free (raise the KV capacity)");
+  }
+  for (int64_t sq = 0; sq < n_seq(); ++sq) kv_.prepare(sq, next[sq] - n_past(sq));
   logits_.resize(static_cast<size_t>(n_logits * n_vocab));
   float* out = logits_.data();
   std::vector<int32_t> rows;
@@ -98,11 +107,16 @@ std::span<const float> Context::decode_batch(const Batch& b) {
       auto run = std::find_if(layout.runs.begin(), layout.runs.end(),
                               [&](const SeqRun& x) { return x.seq == sq; });
       if (run == layout.runs.end()) {
-        layout.runs.push_back({sq, b.pos[i0 + r], {}});
+        layout.runs.push_back({sq, b.pos[i0 + r], {}, {}});
         run = layout.runs.end() - 1;
       }
       run->rows.push_back(static_cast<int32_t>(r));
       if (b.logits[i0 + r]) rows.push_back(static_cast<int32_t>(r));
+    }
+    for (SeqRun& run : layout.runs) {
+      std::vector<int32_t>& cells = cells_[static_cast<size_t>(run.seq)];
+      kv_.cells(run.seq, run.pos0 + static_cast<int64_t>(run.rows.size()), cells);
+      run.cells = cells;
     }
     ForwardArgs args;
     args.tokens = std::span<const int32_t>(b.token).subspan(static_cast<size_t>(i0), static_cast<size_t>(len));
@@ -112,9 +126,9 @@ std::span<const float> Context::decode_batch(const Batch& b) {
     args.callback = &callback_;
     forward(model_, kv_, s_, pool_, args);
     for (const SeqRun& r : layout.runs) {
-      const auto len_r = static_cast<int64_t>(r.rows.size());
-      kv_.occupy(kv_.cell_of(r.seq, r.pos0), len_r, r.pos0, r.seq);
-      n_past_[static_cast<size_t>(r.seq)] += len_r;
+      run_tokens_.clear();
+      for (const int32_t row : r.rows) run_tokens_.push_back(b.token[i0 + row]);
+      kv_.commit(r.seq, run_tokens_);
     }
     out += static_cast<int64_t>(rows.size()) * n_vocab;
   }

@@ -1,4 +1,5 @@
-// Per-sequence state: the KV cache, the position, and scratch buffers sized once up front.
+// The state of decoding: the KV cache of every sequence, and scratch buffers sized once up
+// front.
 #pragma once
 
 #include <cstdint>
@@ -16,10 +17,12 @@ namespace squeeze::model {
 
 class Context {
  public:
-  // n_ctx: KV cache capacity in tokens per sequence (throws UsageError above the model's trained
-  // length); n_batch: tokens per forward chunk; n_seq: sequences (decode_batch), 0..n_seq-1.
+  // n_ctx: the most tokens a sequence holds (throws UsageError above the model's trained
+  // length); n_batch: tokens per forward chunk; n_seq: sequences (decode_batch), 0..n_seq-1;
+  // kv_tokens: the KV cache's capacity in tokens, shared by the sequences (0: room for n_ctx
+  // tokens in each).
   Context(const Model& model, int64_t n_ctx, ThreadPool& pool, int64_t n_batch = 256,
-          int64_t n_seq = 1);
+          int64_t n_seq = 1, int64_t kv_tokens = 0);
 
   // Runs `tokens` at positions n_past().. and appends them to the KV cache. Returns the logits
   // of the last token ([n_vocab]), or of every token ([n_tokens, n_vocab]) with all_logits.
@@ -33,17 +36,26 @@ class Context {
   // continue it (positions n_past(seq), n_past(seq) + 1, ... in batch order). Returns the logits
   // of the tokens whose logits are wanted, in batch order ([count, n_vocab]). A sequence's
   // logits equal those of the same tokens decoded alone, bit for bit for the integer formats.
-  // Throws UsageError for a bad batch, Error for an overflow (nothing decoded then).
+  // Throws UsageError for a bad batch, Error for a sequence past n_ctx or a KV cache without
+  // the blocks the batch needs (nothing decoded then: kv().blocks_needed tells beforehand).
   std::span<const float> decode_batch(const Batch& batch);
 
   // decode / decode_from / reset / truncate act on sequence 0.
-  int64_t n_past(int64_t seq = 0) const { return n_past_[static_cast<size_t>(seq)]; }
-  int64_t n_ctx() const { return kv_.n_ctx(); }
+  int64_t n_past(int64_t seq = 0) const { return kv_.seq_len(seq); }
+  int64_t n_ctx() const { return n_ctx_; }
   int64_t n_seq() const { return kv_.n_seq(); }
-  // Forgets the sequence (keeps the buffers).
+  // Forgets the sequence (its blocks go back to the cache).
   void reset(int64_t seq = 0) { truncate(0, seq); }
   // Drops positions >= n (e.g. to reuse a shared prompt prefix).
-  void truncate(int64_t n, int64_t seq = 0);
+  void truncate(int64_t n, int64_t seq = 0) { kv_.truncate(seq, n); }
+  // dst (reset first) continues from src's positions, sharing its KV blocks (for n > 1).
+  void fork(int64_t src, int64_t dst) { kv_.fork(src, dst); }
+  // For an empty sequence: takes the KV of the longest cached prefix of `tokens` (whole blocks,
+  // at least one token left to decode). Returns the positions taken; decode the rest.
+  int64_t reuse_prefix(int64_t seq, std::span<const int32_t> tokens) {
+    return kv_.reuse_prefix(seq, tokens);
+  }
+  const kv::KvCache& kv() const { return kv_; }
 
   void set_callback(TensorCallback cb) { callback_ = std::move(cb); }
   // Zeroes small activations by the policy's thresholds from now on (null: dense again). The
@@ -58,10 +70,12 @@ class Context {
 
   const Model& model_;
   ThreadPool& pool_;
+  int64_t n_ctx_;
   kv::KvCache kv_;
   ForwardScratch s_;
   std::vector<float> logits_;  // [rows with logits, n_vocab] grown on demand
-  std::vector<int64_t> n_past_;  // per sequence
+  std::vector<std::vector<int32_t>> cells_;  // per sequence, its cells for a chunk (SeqRun::cells)
+  std::vector<int32_t> run_tokens_;          // a run's tokens, committed after its chunk
   TensorCallback callback_;
 };
 

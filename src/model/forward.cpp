@@ -1,6 +1,9 @@
 #include "model/forward.h"
 
 #include <algorithm>
+#include <string>
+
+#include "core/error.h"
 
 #include "model/arch.h"
 #include "model/blocks.h"
@@ -8,8 +11,8 @@
 
 namespace squeeze::model {
 
-kv::KvCache make_kv_cache(const HParams& hp, int64_t n_ctx) {
-  return kv::KvCache(hp.n_layer, hp.n_head_kv * hp.head_dim, n_ctx);
+kv::KvCache make_kv_cache(const HParams& hp, int64_t n_ctx, int64_t n_seq) {
+  return kv::KvCache(hp.n_layer, hp.n_head_kv * hp.head_dim, n_ctx, n_seq);
 }
 
 ForwardScratch::ForwardScratch(const HParams& hp, int64_t n_batch_)
@@ -39,8 +42,12 @@ void forward_layer(const Model& m, int64_t il, kv::KvCache& kv, ForwardScratch& 
 
 void forward_layer(const Model& m, int64_t il, kv::KvCache& kv, ForwardScratch& s,
                    ThreadPool& pool, int64_t n, int64_t pos0, const TensorCallback* callback) {
-  std::vector<int32_t> pos;
-  forward_layer(m, il, kv, s, pool, single_sequence(n, static_cast<int32_t>(pos0), 0, pos),
+  if (!kv.prepare(0, pos0 + n - kv.seq_len(0))) {
+    throw Error("KV cache: no room for positions up to " + std::to_string(pos0 + n));
+  }
+  std::vector<int32_t> pos, cells;
+  kv.cells(0, pos0 + n, cells);
+  forward_layer(m, il, kv, s, pool, single_sequence(n, static_cast<int32_t>(pos0), 0, pos, cells),
                 callback);
 }
 

@@ -25,8 +25,8 @@ using TensorCallback =
     std::function<void(std::string_view name, int layer, const float* data, int64_t n_tokens,
                        int64_t width)>;
 
-// A KV cache of n_ctx cells for the model's layers and kv heads.
-kv::KvCache make_kv_cache(const HParams& hp, int64_t n_ctx);
+// A KV cache of n_tokens cells for the model's layers and kv heads, for n_seq sequences.
+kv::KvCache make_kv_cache(const HParams& hp, int64_t n_tokens, int64_t n_seq = 1);
 
 // Scratch for one forward chunk of up to n_batch tokens.
 struct ForwardScratch {
@@ -83,7 +83,8 @@ void embed(const Model& m, std::span<const int32_t> tokens, float* x);
 // place) for the tokens of layout b, writing their K and V into kv's layer il.
 void forward_layer(const Model& m, int64_t il, kv::KvCache& kv, ForwardScratch& s,
                    ThreadPool& pool, const ChunkLayout& b, const TensorCallback* callback);
-// The same for n tokens of sequence 0 at positions pos0..
+// The same for n tokens of sequence 0 at positions pos0.. (kv's sequence 0 is given cells for
+// them when it has none: calibration runs every layer over the same positions, none committed).
 void forward_layer(const Model& m, int64_t il, kv::KvCache& kv, ForwardScratch& s,
                    ThreadPool& pool, int64_t n, int64_t pos0, const TensorCallback* callback);
 

@@ -10,15 +10,16 @@
 
 namespace squeeze::ops {
 
-void widen_key_blocks(const f16_t* k, int64_t stride, int64_t n, int64_t width, float* dst) {
+void widen_key_blocks(const f16_t* k, int64_t stride, const int32_t* rows, int64_t n,
+                      int64_t width, float* dst) {
   constexpr int64_t kRows = 16;
   for (int64_t j0 = 0; j0 < n; j0 += kRows) {
     float* block = dst + j0 * width;
-    const int64_t rows = std::min(kRows, n - j0);
+    const int64_t n_rows = std::min(kRows, n - j0);
     for (int64_t c = 0; c < width; ++c) {
       float* d = block + c * kRows;
       int64_t j = 0;
-      for (; j < rows; ++j) d[j] = f16_to_f32(k[(j0 + j) * stride + c]);
+      for (; j < n_rows; ++j) d[j] = f16_to_f32(k[rows[j0 + j] * stride + c]);
       for (; j < kRows; ++j) d[j] = 0.0f;
     }
   }
@@ -29,9 +30,10 @@ void attention(const AttentionShape& shape, const float* q, int64_t n_tokens, in
   const int hd = shape.head_dim;
   const int64_t q_stride = static_cast<int64_t>(shape.n_head) * hd;
   const int64_t kv_stride = kv.row_stride;
-  assert(kv_stride >= static_cast<int64_t>(shape.n_head_kv) * hd && kv.n >= pos0 + n_tokens);
+  assert(kv_stride >= static_cast<int64_t>(shape.n_head_kv) * hd && kv.n() >= pos0 + n_tokens);
   const f16_t* k = kv.k;
   const f16_t* v = kv.v;
+  const int32_t* cells = kv.cells.data();  // position j's row: cells[j]
   const int group = shape.n_head / shape.n_head_kv;
   const int64_t n_ctx_used = pos0 + n_tokens;
   const auto& f16k = formats::kernels(formats::DType::F16);
@@ -58,14 +60,16 @@ void attention(const AttentionShape& shape, const float* q, int64_t n_tokens, in
     pool.parallel_for(n_ctx_used, 16, [&](int64_t j0, int64_t j1, int) {
       float* k32 = scratch.k32.data() + j0 * kv_stride;
       if (!blocked) {
-        f16k.dequantize_row(k + j0 * kv_stride, k32, (j1 - j0) * kv_stride);
-        f16k.dequantize_row(v + j0 * kv_stride, scratch.v32.data() + j0 * kv_stride, (j1 - j0) * kv_stride);
+        for (int64_t j = j0; j < j1; ++j) {
+          f16k.dequantize_row(k + cells[j] * kv_stride, scratch.k32.data() + j * kv_stride, kv_stride);
+          f16k.dequantize_row(v + cells[j] * kv_stride, scratch.v32.data() + j * kv_stride, kv_stride);
+        }
         return;
       }
-      widen_key_blocks(k + j0 * kv_stride, kv_stride, j1 - j0, kv_stride, k32);
+      widen_key_blocks(k, kv_stride, cells + j0, j1 - j0, kv_stride, k32);
       for (int64_t j = j0; j < j1; ++j) {
         for (int hk = 0; hk < shape.n_head_kv; ++hk) {
-          f16k.dequantize_row(v + j * kv_stride + hk * hd,
+          f16k.dequantize_row(v + cells[j] * kv_stride + hk * hd,
                               scratch.v32.data() + hk * v_head_offset + ((j % 8) * rows8 + j / 8) * hd, hd);
         }
       }
@@ -143,17 +147,18 @@ void attention(const AttentionShape& shape, const float* q, int64_t n_tokens, in
       const int64_t n_kv = pos0 + t + 1;  // causal: positions 0..pos0+t
       f16k.quantize_row(q + t * q_stride + h * hd, q16, hd);
       if (order == SumOrder::VecDotF16) {
-        ak.qk_f16(q16, k + hk * hd, kv_stride, n_kv, hd, shape.scale, scores);
+        ak.qk_f16(q16, k + hk * hd, kv_stride, cells, n_kv, hd, shape.scale, scores);
       } else {
         for (int64_t j = 0; j < n_kv; ++j) {
-          scores[j] = shape.scale * ak.dot_f16(k + j * kv_stride + hk * hd, q16, hd, order);
+          scores[j] = shape.scale * ak.dot_f16(k + cells[j] * kv_stride + hk * hd, q16, hd, order);
         }
       }
       ak.softmax(scores, n_kv);
       // llama.cpp multiplies V by the probabilities rounded to half floats.
       f16k.quantize_row(scores, scores16, n_kv);
       f16k.dequantize_row(scores16, scores, n_kv);
-      ak.pv(scores, v + hk * hd, kv_stride, n_kv, hd, order, partial, out + t * q_stride + h * hd);
+      ak.pv(scores, v + hk * hd, kv_stride, cells, n_kv, hd, order, partial,
+            out + t * q_stride + h * hd);
     }
   });
 }

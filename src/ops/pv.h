@@ -36,17 +36,17 @@ inline float fold_partials(const float* partial, int64_t stride, SumOrder order)
   return (t[0] + t[1]) + (t[2] + t[3]);
 }
 
-// out[d] = sum_j p[j] * v[j, d] for d < head_dim, in `order`.
+// out[d] = sum_j p[j] * v_j[d] for d < head_dim, in `order`.
 //   p: [n_kv] (already rounded to half precision, as llama.cpp converts it)
-//   v: n_kv rows of head_dim halves, row stride v_stride elements
+//   v_j: head_dim halves at v + rows[j] * v_stride (rows: the cells of a paged cache)
 //   partial: scratch of 32 * head_dim floats
-using PvFn = void (*)(const float* p, const f16_t* v, int64_t v_stride, int64_t n_kv,
-                      int head_dim, SumOrder order, float* partial, float* out);
+using PvFn = void (*)(const float* p, const f16_t* v, int64_t v_stride, const int32_t* rows,
+                      int64_t n_kv, int head_dim, SumOrder order, float* partial, float* out);
 
-void pv_scalar(const float* p, const f16_t* v, int64_t v_stride, int64_t n_kv, int head_dim,
-               SumOrder order, float* partial, float* out);
-void pv_avx2(const float* p, const f16_t* v, int64_t v_stride, int64_t n_kv, int head_dim,
-             SumOrder order, float* partial, float* out);
+void pv_scalar(const float* p, const f16_t* v, int64_t v_stride, const int32_t* rows,
+               int64_t n_kv, int head_dim, SumOrder order, float* partial, float* out);
+void pv_avx2(const float* p, const f16_t* v, int64_t v_stride, const int32_t* rows, int64_t n_kv,
+             int head_dim, SumOrder order, float* partial, float* out);
 
 
 // a . b over n halves (n a multiple of 8) in `order`. For VecDotF16 a tail past the last
@@ -55,12 +55,12 @@ float dot_f16_ordered(const f16_t* a, const f16_t* b, int n, SumOrder order);
 float dot_f16_ordered_avx2(const f16_t* a, const f16_t* b, int n, SumOrder order);
 
 // Decode's Q.K for one query head: scores[j] = scale * dot_f16_ordered(k_j, q, head_dim,
-// VecDotF16) for j < n_kv, k_j at k + j * k_stride. One call per head instead of one per cache
-// row, so the query is widened once and each row's 32 partial sums fold in registers.
-void qk_f16_vecdot(const f16_t* q, const f16_t* k, int64_t k_stride, int64_t n_kv, int head_dim,
-                   float scale, float* scores);
-void qk_f16_vecdot_avx2(const f16_t* q, const f16_t* k, int64_t k_stride, int64_t n_kv,
-                        int head_dim, float scale, float* scores);
+// VecDotF16) for j < n_kv, k_j at k + rows[j] * k_stride. One call per head instead of one per
+// cache row, so the query is widened once and each row's 32 partial sums fold in registers.
+void qk_f16_vecdot(const f16_t* q, const f16_t* k, int64_t k_stride, const int32_t* rows,
+                   int64_t n_kv, int head_dim, float scale, float* scores);
+void qk_f16_vecdot_avx2(const f16_t* q, const f16_t* k, int64_t k_stride, const int32_t* rows,
+                        int64_t n_kv, int head_dim, float scale, float* scores);
 
 // In-place softmax of x[0..n) as ggml's soft_max on x86: exp by expf_ggml, sums of groups of
 // 8 (a movehl reduction, the last group padded with zeros) accumulated in double, then a
@@ -110,8 +110,8 @@ void softmax_ggml_avx512(float* x, int64_t n);
 struct AttentionKernels {
   PvFn pv;
   float (*dot_f16)(const f16_t* a, const f16_t* b, int n, SumOrder order);
-  void (*qk_f16)(const f16_t* q, const f16_t* k, int64_t k_stride, int64_t n_kv, int head_dim,
-                 float scale, float* scores);
+  void (*qk_f16)(const f16_t* q, const f16_t* k, int64_t k_stride, const int32_t* rows,
+                 int64_t n_kv, int head_dim, float scale, float* scores);
   void (*softmax)(float* x, int64_t n);
   void (*swiglu)(const float* gate, const float* up, int64_t n, float* out);
   // Null where the ISA has none (then the f16 kernels above serve batches too).
@@ -128,11 +128,12 @@ struct AttentionKernels {
                     int64_t scores_stride) = nullptr;
 };
 
-// Key rows [0, n) of a cache ([n, width] halves, row stride `stride`) widened to float in
+// Key rows j < n of a cache (row j: width halves at k + rows[j] * stride) widened to float in
 // blocks of 16 rows, each transposed: row j's column c at dst[(j / 16) * 16 * width + c * 16 +
-// j % 16]; the rows of the last block past n are zero. (j0 a multiple of 16: rows j0.. go to
+// j % 16]; the rows of the last block past n are zero. (j0 a multiple of 16: rows + j0 go to
 // dst + j0 * width.)
-void widen_key_blocks(const f16_t* k, int64_t stride, int64_t n, int64_t width, float* dst);
+void widen_key_blocks(const f16_t* k, int64_t stride, const int32_t* rows, int64_t n,
+                      int64_t width, float* dst);
 
 inline AttentionKernels attention_kernels(Isa isa) {
   if (uses_avx512(isa)) {

@@ -55,25 +55,25 @@ inline float hsum_movehl(__m256 v) {
 // Partial k of eight columns: the sum of p[j] * v_j[0..8) over the rows j = k, k + np,
 // k + 2 np, ... < n_kv, from zero and in row order, as the scalar kernel accumulates it. Kept in
 // a register: the partials of a column block are summed as they come, without a buffer.
-inline __m256 pv_partial8(const float* p, const f16_t* v, int64_t v_stride, int64_t n_kv,
-                          int64_t k, int np) {
+inline __m256 pv_partial8(const float* p, const f16_t* v, int64_t v_stride, const int32_t* rows,
+                          int64_t n_kv, int64_t k, int np) {
   __m256 acc = _mm256_setzero_ps();
   for (int64_t j = k; j < n_kv; j += np) {
-    acc = _mm256_fmadd_ps(_mm256_broadcast_ss(p + j), load_f16x8(v + j * v_stride), acc);
+    acc = _mm256_fmadd_ps(_mm256_broadcast_ss(p + j), load_f16x8(v + rows[j] * v_stride), acc);
   }
   return acc;
 }
 
 }  // namespace
 
-void pv_avx2(const float* p, const f16_t* v, int64_t v_stride, int64_t n_kv, int head_dim,
-             SumOrder order, float* partial, float* out) {
+void pv_avx2(const float* p, const f16_t* v, int64_t v_stride, const int32_t* rows, int64_t n_kv,
+             int head_dim, SumOrder order, float* partial, float* out) {
   const int np = n_partials(order);
   // Eight columns at a time, fold_partials' order lane by lane (a partial no row reaches is
   // zero, as the cleared buffer of the scalar kernel).
   int d = 0;
   for (; d + 8 <= head_dim; d += 8) {
-    auto at = [&](int k) { return pv_partial8(p, v + d, v_stride, n_kv, k, np); };
+    auto at = [&](int k) { return pv_partial8(p, v + d, v_stride, rows, n_kv, k, np); };
     __m256 r;
     if (order == SumOrder::TinyBlas) {
       const __m256 t0 = _mm256_add_ps(at(0), at(4)), t1 = _mm256_add_ps(at(1), at(5));
@@ -97,7 +97,7 @@ void pv_avx2(const float* p, const f16_t* v, int64_t v_stride, int64_t n_kv, int
     for (int64_t j = 0; j < n_kv; ++j) {
       float& acc = partial[j % np];
       acc = _mm_cvtss_f32(_mm_fmadd_ss(_mm_set_ss(p[j]),
-                                       _mm_cvtph_ps(_mm_cvtsi32_si128(v[j * v_stride + d])),
+                                       _mm_cvtph_ps(_mm_cvtsi32_si128(v[rows[j] * v_stride + d])),
                                        _mm_set_ss(acc)));
     }
     out[d] = fold_partials(partial, 1, order);
@@ -127,11 +127,11 @@ float dot_f16_ordered_avx2(const f16_t* a, const f16_t* b, int n, SumOrder order
   return static_cast<float>(sum);
 }
 
-void qk_f16_vecdot_avx2(const f16_t* q, const f16_t* k, int64_t k_stride, int64_t n_kv,
-                        int head_dim, float scale, float* scores) {
+void qk_f16_vecdot_avx2(const f16_t* q, const f16_t* k, int64_t k_stride, const int32_t* rows,
+                        int64_t n_kv, int head_dim, float scale, float* scores) {
   if (head_dim > kPvF32MaxDim) {
     for (int64_t j = 0; j < n_kv; ++j) {
-      scores[j] = scale * dot_f16_ordered_avx2(k + j * k_stride, q, head_dim, SumOrder::VecDotF16);
+      scores[j] = scale * dot_f16_ordered_avx2(k + rows[j] * k_stride, q, head_dim, SumOrder::VecDotF16);
     }
     return;
   }
@@ -139,7 +139,7 @@ void qk_f16_vecdot_avx2(const f16_t* q, const f16_t* k, int64_t k_stride, int64_
   for (int i = 0; i < head_dim; ++i) q32[i] = _cvtsh_ss(q[i]);
   const int n_main = head_dim & ~31;
   for (int64_t j = 0; j < n_kv; ++j) {
-    const f16_t* kj = k + j * k_stride;
+    const f16_t* kj = k + rows[j] * k_stride;
     __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
     __m256 a2 = _mm256_setzero_ps(), a3 = _mm256_setzero_ps();
     for (int i = 0; i < n_main; i += 32) {

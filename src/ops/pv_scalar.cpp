@@ -7,12 +7,12 @@
 
 namespace squeeze::ops {
 
-void pv_scalar(const float* p, const f16_t* v, int64_t v_stride, int64_t n_kv, int head_dim,
-               SumOrder order, float* partial, float* out) {
+void pv_scalar(const float* p, const f16_t* v, int64_t v_stride, const int32_t* rows,
+               int64_t n_kv, int head_dim, SumOrder order, float* partial, float* out) {
   const int np = n_partials(order);
   std::memset(partial, 0, sizeof(float) * np * head_dim);
   for (int64_t j = 0; j < n_kv; ++j) {
-    const f16_t* vr = v + j * v_stride;
+    const f16_t* vr = v + rows[j] * v_stride;
     float* acc = partial + (j % np) * head_dim;
     for (int d = 0; d < head_dim; ++d) acc[d] = std::fma(p[j], f16_to_f32(vr[d]), acc[d]);
   }
@@ -31,10 +31,10 @@ float dot_f16_ordered(const f16_t* a, const f16_t* b, int n, SumOrder order) {
   return static_cast<float>(sum);
 }
 
-void qk_f16_vecdot(const f16_t* q, const f16_t* k, int64_t k_stride, int64_t n_kv, int head_dim,
-                   float scale, float* scores) {
+void qk_f16_vecdot(const f16_t* q, const f16_t* k, int64_t k_stride, const int32_t* rows,
+                   int64_t n_kv, int head_dim, float scale, float* scores) {
   for (int64_t j = 0; j < n_kv; ++j) {
-    scores[j] = scale * dot_f16_ordered(k + j * k_stride, q, head_dim, SumOrder::VecDotF16);
+    scores[j] = scale * dot_f16_ordered(k + rows[j] * k_stride, q, head_dim, SumOrder::VecDotF16);
   }
 }
 

@@ -170,5 +170,30 @@ TEST(Batch, BadBatchesAreRefusedAndChangeNothing) {
   EXPECT_EQ(ctx.n_past(0), 2);
 }
 
+TEST(Batch, AFullKvCacheRefusesTheBatchAndChangesNothing) {
+  const std::string path = (std::filesystem::temp_directory_path() / "squeeze_batch_full.gguf").string();
+  testing::write_tiny_model(path, {});
+  const auto m = Model::load(path);
+  ThreadPool pool(1);
+  Context ctx(*m, 32, pool, 256, 2, 32);  // two blocks of 16 for both sequences
+  EXPECT_EQ(ctx.kv().capacity(), 32);
+  Batch first;
+  for (int32_t p = 0; p < 20; ++p) first.add(1, p, 0, p == 19);
+  ctx.decode_batch(first);
+  Batch both;
+  both.add(2, 20, 0, true);
+  for (int32_t p = 0; p < 16; ++p) both.add(3, p, 1, p == 15);  // one block: none is left
+  EXPECT_THROW(ctx.decode_batch(both), Error);
+  EXPECT_EQ(ctx.n_past(0), 20);
+  EXPECT_EQ(ctx.n_past(1), 0);
+  ctx.reset(0);
+  EXPECT_NO_THROW(ctx.decode_batch([] {
+    Batch b;
+    for (int32_t p = 0; p < 16; ++p) b.add(3, p, 1, p == 15);
+    return b;
+  }()));
+  EXPECT_EQ(ctx.n_past(1), 16);
+}
+
 }  // namespace
 }  // namespace squeeze::model

@@ -25,6 +25,13 @@ std::vector<f16_t> to_half(const std::vector<float>& v) {
 
 bool have_avx2() { return cpu_has_avx2(); }
 
+// Rows 0..n-1 in order (a contiguous cache).
+std::vector<int32_t> iota_rows(int64_t n) {
+  std::vector<int32_t> r(static_cast<size_t>(n));
+  for (int64_t j = 0; j < n; ++j) r[j] = static_cast<int32_t>(j);
+  return r;
+}
+
 TEST(GgmlMath, ExpIsAccurate) {
   for (float x = -87.0f; x < 88.0f; x += 0.0137f) {
     const double ref = std::exp(static_cast<double>(x));
@@ -88,10 +95,11 @@ TEST(AttentionKernels, Avx2BitIdenticalToScalar) {
     auto p = randn(n_kv, 8);
     for (float& x : p) x = f16_to_f32(f32_to_f16(std::abs(x) / n_kv));
     const auto vv = to_half(randn(n_kv * 192, 9));
+    const auto rows = iota_rows(n_kv);
     std::vector<float> part(32 * hd), o1(hd), o2(hd);
     for (SumOrder o : {SumOrder::VecDotF16, SumOrder::TinyBlas}) {
-      s.pv(p.data(), vv.data() + 64, 192, n_kv, hd, o, part.data(), o1.data());
-      v.pv(p.data(), vv.data() + 64, 192, n_kv, hd, o, part.data(), o2.data());
+      s.pv(p.data(), vv.data() + 64, 192, rows.data(), n_kv, hd, o, part.data(), o1.data());
+      v.pv(p.data(), vv.data() + 64, 192, rows.data(), n_kv, hd, o, part.data(), o2.data());
       for (int d = 0; d < hd; ++d) {
         ASSERT_EQ(o1[d], o2[d]);
         double ref = 0;
@@ -115,12 +123,13 @@ TEST(AttentionKernels, DecodeKernelsEqualTheScalarDots) {
       const auto vh = to_half(randn(n_kv * stride, 71 + n_kv));
       const auto qh = to_half(randn(hd, 81 + hd));
       auto p = randn(n_kv, 91);
+      const auto rows = iota_rows(n_kv);
       for (float& x : p) x = f16_to_f32(f32_to_f16(std::abs(x) / n_kv));
       for (Isa isa : isas) {
         const auto a = attention_kernels(isa);
         if (hd % 8 == 0) {
           std::vector<float> scores(n_kv);
-          a.qk_f16(qh.data(), kh.data() + hd, stride, n_kv, hd, 0.125f, scores.data());
+          a.qk_f16(qh.data(), kh.data() + hd, stride, rows.data(), n_kv, hd, 0.125f, scores.data());
           for (int64_t j = 0; j < n_kv; ++j) {
             const float want = 0.125f * s.dot_f16(kh.data() + j * stride + hd, qh.data(), hd,
                                                   SumOrder::VecDotF16);
@@ -129,8 +138,8 @@ TEST(AttentionKernels, DecodeKernelsEqualTheScalarDots) {
         }
         std::vector<float> part(32 * hd), o1(hd), o2(hd);
         for (SumOrder o : {SumOrder::VecDotF16, SumOrder::TinyBlas}) {
-          s.pv(p.data(), vh.data() + hd, stride, n_kv, hd, o, part.data(), o1.data());
-          a.pv(p.data(), vh.data() + hd, stride, n_kv, hd, o, part.data(), o2.data());
+          s.pv(p.data(), vh.data() + hd, stride, rows.data(), n_kv, hd, o, part.data(), o1.data());
+          a.pv(p.data(), vh.data() + hd, stride, rows.data(), n_kv, hd, o, part.data(), o2.data());
           for (int d = 0; d < hd; ++d) ASSERT_EQ(o1[d], o2[d]) << hd << " " << n_kv << " " << d;
         }
       }
@@ -176,10 +185,10 @@ TEST(AttentionKernels, WidenedBatchKernelsEqualScalarTinyBlas) {
         for (int i = 0; i < n_q * hd; ++i) qh[i] = f32_to_f16(qr[i]), q32[i] = f16_to_f32(qh[i]);
         const float scale = 0.125f;
         std::vector<float> scores(n_q * n_kv);
+        const auto rows = iota_rows(n_kv);
         if (v.kv_blocked) {
-          const int64_t rows = (n_kv + 15) / 16 * 16;
-          std::vector<float> kt(rows * hd);
-          widen_key_blocks(kh.data() + hd, stride, n_kv, hd, kt.data());
+          std::vector<float> kt((n_kv + 15) / 16 * 16 * hd);
+          widen_key_blocks(kh.data() + hd, stride, rows.data(), n_kv, hd, kt.data());
           v.qk_f32(q32.data(), n_q, kt.data(), 16 * hd, n_kv, hd, scale, scores.data(), n_kv);
         } else {
           v.qk_f32(q32.data(), n_q, k32.data() + hd, stride, n_kv, hd, scale, scores.data(), n_kv);
@@ -205,7 +214,7 @@ TEST(AttentionKernels, WidenedBatchKernelsEqualScalarTinyBlas) {
           v.pv_f32(p.data(), n_kv, n_q, v32.data() + hd, stride, n_kv, hd, out.data());
         }
         for (int h = 0; h < n_q; ++h) {
-          s.pv(p.data() + h * n_kv, vh.data() + hd, stride, n_kv, hd, SumOrder::TinyBlas,
+          s.pv(p.data() + h * n_kv, vh.data() + hd, stride, rows.data(), n_kv, hd, SumOrder::TinyBlas,
                part.data(), want.data());
           for (int d = 0; d < hd; ++d) ASSERT_EQ(out[h * hd + d], want[d]) << hd << " " << n_kv;
         }

@@ -1,6 +1,7 @@
 // Each op against a plain double-precision reference written from its definition.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -65,7 +66,9 @@ TEST(Attention, MatchesNaiveCausalGqa) {
     ThreadPool pool(threads);
     AttentionScratch scratch;
     std::vector<float> out(n_tokens * q_row);
-    attention(shape, q.data(), n_tokens, pos0, KvView{k.data(), v.data(), kv_row, n_ctx},
+    std::vector<int32_t> cells(n_ctx);
+    for (int64_t j = 0; j < n_ctx; ++j) cells[j] = static_cast<int32_t>(j);
+    attention(shape, q.data(), n_tokens, pos0, KvView{k.data(), v.data(), kv_row, cells},
               out.data(), pool, scratch);
     for (int64_t t = 0; t < n_tokens; ++t) {
       for (int h = 0; h < 6; ++h) {
@@ -88,6 +91,44 @@ TEST(Attention, MatchesNaiveCausalGqa) {
           // q is rounded to half for Q.K, so allow half-precision-level error
           ASSERT_NEAR(out[t * q_row + h * 16 + d], o, 5e-3) << t << " " << h << " " << d;
         }
+      }
+    }
+  }
+}
+
+// A paged cache: the sequence's rows scattered over cells in blocks of 16 (kv/kv_cache.h), in
+// an order of blocks unlike the positions'. Attention must read them by the cell list and give
+// the bits of the same rows stored in order, for decode and for batches, on the active tier.
+TEST(Attention, ScatteredCellsGiveTheBitsOfContiguousRows) {
+  const AttentionShape shape{9, 3, 64, 0.125f};
+  const int64_t kv_row = 3 * 64, q_row = 9 * 64;
+  for (int64_t n_tokens : {1, 7, 40}) {
+    for (int64_t pos0 : {0, 21, 100}) {
+      const int64_t n = pos0 + n_tokens;
+      const int64_t n_blocks = (n + 15) / 16 + 3;
+      const auto kf = randn(n * kv_row, 11), vf = randn(n * kv_row, 12);
+      const auto q = randn(n_tokens * q_row, 13);
+      std::vector<f16_t> k(n * kv_row), v(n * kv_row);
+      for (size_t i = 0; i < k.size(); ++i) k[i] = f32_to_f16(kf[i]), v[i] = f32_to_f16(vf[i]);
+      // Block i of the sequence in cell block n_blocks - 1 - i: reversed, in a larger pool.
+      std::vector<f16_t> kp(n_blocks * 16 * kv_row), vp(n_blocks * 16 * kv_row);
+      std::vector<int32_t> scattered(n), in_order(n);
+      for (int64_t j = 0; j < n; ++j) {
+        const int64_t cell = (n_blocks - 1 - j / 16) * 16 + j % 16;
+        scattered[j] = static_cast<int32_t>(cell);
+        in_order[j] = static_cast<int32_t>(j);
+        std::copy_n(k.begin() + j * kv_row, kv_row, kp.begin() + cell * kv_row);
+        std::copy_n(v.begin() + j * kv_row, kv_row, vp.begin() + cell * kv_row);
+      }
+      ThreadPool pool(2);
+      AttentionScratch scratch;
+      std::vector<float> want(n_tokens * q_row), got(n_tokens * q_row);
+      attention(shape, q.data(), n_tokens, pos0, KvView{k.data(), v.data(), kv_row, in_order},
+                want.data(), pool, scratch);
+      attention(shape, q.data(), n_tokens, pos0, KvView{kp.data(), vp.data(), kv_row, scattered},
+                got.data(), pool, scratch);
+      for (size_t i = 0; i < want.size(); ++i) {
+        ASSERT_EQ(got[i], want[i]) << n_tokens << " tokens at " << pos0 << ", output " << i;
       }
     }
   }

@@ -7,13 +7,14 @@
 # the seeds (tests/fuzz/make_seeds.cpp, tests/fuzz/corpus/, tests/data/fuzz/).
 #
 # usage: scripts/fuzz.sh [SECONDS] [HARNESS...]   (harnesses: gguf tokenizer chat_template
-#        logits sparsity; default all). SQUEEZE_FUZZ_BUILD_DIR, SQUEEZE_FUZZ_JOBS (build jobs).
+#        logits sparsity openai; default all). SQUEEZE_FUZZ_BUILD_DIR, SQUEEZE_FUZZ_JOBS (build
+#        jobs).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 secs="${1:-60}"
 shift || true
 harnesses=("$@")
-((${#harnesses[@]})) || harnesses=(gguf tokenizer chat_template logits sparsity)
+((${#harnesses[@]})) || harnesses=(gguf tokenizer chat_template logits sparsity openai)
 build="${SQUEEZE_FUZZ_BUILD_DIR:-$root/build-fuzz}"
 
 if ! command -v clang++ >/dev/null; then
@@ -30,8 +31,10 @@ rm -rf "$build/seeds"
 "$build/tests/fuzz/fuzz_make_seeds" "$build/seeds"
 
 # Per harness: the longest input, and the dictionary.
-declare -A max_len=([gguf]=8192 [tokenizer]=1024 [chat_template]=4096 [logits]=4096 [sparsity]=4096)
-declare -A dict=([gguf]=gguf.dict [sparsity]=gguf.dict [tokenizer]=text.dict [chat_template]=text.dict)
+declare -A max_len=([gguf]=8192 [tokenizer]=1024 [chat_template]=4096 [logits]=4096 [sparsity]=4096
+                   [openai]=4096)
+declare -A dict=([gguf]=gguf.dict [sparsity]=gguf.dict [tokenizer]=text.dict [chat_template]=text.dict
+                 [openai]=openai.dict)
 
 export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=1"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"

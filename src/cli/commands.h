@@ -21,5 +21,7 @@ int cmd_bench(int argc, char** argv);
 int cmd_quantize(int argc, char** argv);
 // squeeze sparsify: activation-sparsity thresholds (cli/sparsify.cpp)
 int cmd_sparsify(int argc, char** argv);
+// squeeze serve: the OpenAI-compatible HTTP server.
+int cmd_serve(int argc, char** argv);
 
 }  // namespace squeeze::cli

@@ -17,6 +17,7 @@ struct Command {
 constexpr Command kCommands[] = {
     {"run", squeeze::cli::cmd_run, "generate text from a prompt"},
     {"chat", squeeze::cli::cmd_chat, "interactive chat with the model's chat template"},
+    {"serve", squeeze::cli::cmd_serve, "OpenAI-compatible HTTP server (continuous batching)"},
     {"inspect", squeeze::cli::cmd_inspect, "print a GGUF file's metadata and tensor table"},
     {"perplexity", squeeze::cli::cmd_perplexity, "perplexity, KL divergence, top-1 agreement"},
     {"hellaswag", squeeze::cli::cmd_hellaswag, "HellaSwag accuracy (llama-perplexity's scoring)"},

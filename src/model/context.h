@@ -56,6 +56,8 @@ class Context {
     return kv_.reuse_prefix(seq, tokens);
   }
   const kv::KvCache& kv() const { return kv_; }
+  // The cache, for a scheduler that manages the sequences' blocks itself (serve/scheduler.h).
+  kv::KvCache& kv_mut() { return kv_; }
 
   void set_callback(TensorCallback cb) { callback_ = std::move(cb); }
   // Zeroes small activations by the policy's thresholds from now on (null: dense again). The

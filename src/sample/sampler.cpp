@@ -15,6 +15,12 @@ void validate(const SamplerParams& p) {
   if (!(p.repeat_penalty > 0.0f) || !std::isfinite(p.repeat_penalty)) {
     throw UsageError("--repeat-penalty must be > 0");
   }
+  if (!(p.frequency_penalty >= -2.0f && p.frequency_penalty <= 2.0f)) {
+    throw UsageError("--frequency-penalty must be in [-2, 2]");
+  }
+  if (!(p.presence_penalty >= -2.0f && p.presence_penalty <= 2.0f)) {
+    throw UsageError("--presence-penalty must be in [-2, 2]");
+  }
   if (p.repeat_last_n < 0) throw UsageError("--repeat-last-n must be >= 0");
 }
 
@@ -45,20 +51,33 @@ void Sampler::accept(int32_t token) {
   while (static_cast<int32_t>(recent_.size()) > params_.repeat_last_n) recent_.pop_front();
 }
 
+// llama.cpp's penalties sampler (llama_sampler_penalties_apply): for each distinct token with
+// count c > 0 in the window, the repetition penalty (CTRL-style: divides a positive logit,
+// multiplies a negative one), then logit -= c * frequency_penalty + presence_penalty.
+void Sampler::apply_penalties() {
+  const bool repeat = params_.repeat_penalty != 1.0f;
+  const bool additive = params_.frequency_penalty != 0.0f || params_.presence_penalty != 0.0f;
+  if (!repeat && !additive) return;
+  sorted_.assign(recent_.begin(), recent_.end());
+  std::sort(sorted_.begin(), sorted_.end());
+  for (size_t i = 0; i < sorted_.size();) {
+    const int32_t t = sorted_[i];
+    size_t end = i + 1;
+    while (end < sorted_.size() && sorted_[end] == t) ++end;
+    const auto count = static_cast<float>(end - i);
+    i = end;
+    if (t < 0 || t >= n_vocab_) continue;
+    float& l = cand_[t].logit;
+    if (repeat) l = l > 0 ? l / params_.repeat_penalty : l * params_.repeat_penalty;
+    if (additive) l -= count * params_.frequency_penalty + params_.presence_penalty;
+  }
+}
+
 std::span<const Sampler::Candidate> Sampler::distribution(std::span<const float> logits) {
   if (static_cast<int32_t>(logits.size()) < n_vocab_) throw Error("sampler: too few logits");
   for (int32_t i = 0; i < n_vocab_; ++i) cand_[i] = {i, logits[i], 0.0f};
 
-  // Repetition penalty (CTRL-style, as llama.cpp): each distinct recent token once.
-  if (params_.repeat_penalty != 1.0f) {
-    for (size_t i = 0; i < recent_.size(); ++i) {
-      const int32_t t = recent_[i];
-      if (t < 0 || t >= n_vocab_) continue;
-      if (std::find(recent_.begin(), recent_.begin() + i, t) != recent_.begin() + i) continue;
-      float& l = cand_[t].logit;
-      l = l > 0 ? l / params_.repeat_penalty : l * params_.repeat_penalty;
-    }
-  }
+  apply_penalties();
 
   auto by_logit = [](const Candidate& a, const Candidate& b) {
     return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);

@@ -88,6 +88,8 @@ TEST(FuzzRegression, Sparsity) {
   replay("sparsity", [&](Bytes b) { sparsity_input(*m, b); });
 }
 
+TEST(FuzzRegression, OpenAi) { replay("openai", [](Bytes b) { openai_request_input(b); }); }
+
 TEST(FuzzRegression, Tokenizer) {
   SQUEEZE_REQUIRE_FILE(testing::default_model());
   const tokenizer::Tokenizer tok = load_tokenizer(testing::default_model());

@@ -1,8 +1,10 @@
 #include "targets.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <nlohmann/json.hpp>
 #include <string_view>
 #include <vector>
 
@@ -11,6 +13,8 @@
 #include "eval/logits_file.h"
 #include "gguf/gguf.h"
 #include "model/act_sparsity.h"
+#include "sample/sampler.h"
+#include "serve/openai.h"
 #include "sparsity/thresholds.h"
 #include "tiny_model.h"
 #include "tokenizer/chat_template.h"
@@ -217,6 +221,44 @@ void sparsity_input(const model::Model& model, Bytes data) {
       });
     }
   });
+}
+
+void openai_request_input(Bytes data) {
+  const std::string_view body(reinterpret_cast<const char*>(data.data()), data.size());
+  const auto is_json = [](const std::string& s) { return nlohmann::json::accept(s); };
+  for (const serve::RequestKind kind : {serve::RequestKind::Completion, serve::RequestKind::Chat}) {
+    serve::CompletionRequest r;
+    try {
+      r = serve::parse_request(body, kind);
+    } catch (const serve::ApiError& e) {
+      if (e.status != 400 || e.type != "invalid_request_error") {
+        invariant_failed("a refused request is not a 400");
+      }
+      if (!is_json(serve::error_body(e))) invariant_failed("an error body that is not JSON");
+      continue;
+    } catch (const Error&) {
+      invariant_failed("a request refused with an error that is not an ApiError");
+    }
+    if (kind == serve::RequestKind::Chat
+            ? r.messages.empty()
+            : std::ranges::any_of(r.prompt_tokens, [](int32_t t) { return t < 0; })) {
+      invariant_failed("an accepted request without messages or with negative token ids");
+    }
+    // The settings pass the sampler's checks (a throw here escapes: a bug), and the request's
+    // own strings go through the response builders.
+    sample::validate(serve::sampler_params(r, 0, r.n - 1));
+    const std::string text =
+        kind == serve::RequestKind::Chat ? r.messages.back().content : r.prompt;
+    const serve::ResponseHeader h{"cmpl-fuzz", 0, r.model, r.include_usage};
+    const std::vector<serve::TokenLogprob> lps = {{text, -1.0f, {{text, -1.0f}}}};
+    const std::vector<serve::ChoiceResult> choices = {
+        {0, text, serve::FinishReason::Stop, r.logprobs ? std::optional(lps) : std::nullopt}};
+    if (!is_json(serve::completion_response(h, choices, {})) ||
+        !is_json(serve::chat_response(h, choices, {})) ||
+        !is_json(serve::chat_chunk(h, {0, text, std::nullopt, lps, 0}))) {
+      invariant_failed("a response that is not JSON");
+    }
+  }
 }
 
 std::string default_model_path() {

@@ -39,6 +39,11 @@ void logits_input(Bytes data, const std::string& temp_path);
 // to `model` at its default level and at each of its levels.
 void sparsity_input(const model::Model& model, Bytes data);
 
+// A request body of the OpenAI API, parsed as /v1/completions and as /v1/chat/completions; an
+// accepted one maps to valid sampler settings and has its responses built, a refused one is an
+// ApiError 400 whose error body is JSON.
+void openai_request_input(Bytes data);
+
 // The default model for the harnesses: SQUEEZE_FUZZ_MODEL, else models/ in the source tree.
 std::string default_model_path();
 // The tokenizer of a model file; throws squeeze::Error when the file is missing.

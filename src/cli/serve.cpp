@@ -1,0 +1,82 @@
+// squeeze serve: the OpenAI-compatible HTTP server (serve/http_server.h) on the serving engine
+// (serve/engine.h). SIGINT / SIGTERM: new requests get 503, the ones taken finish, exit 0.
+#include <chrono>
+#include <filesystem>
+#include <iostream>
+#include <random>
+#include <thread>
+
+#include "cli/commands.h"
+#include "cli/common.h"
+#include "core/error.h"
+#include "serve/engine.h"
+#include "serve/http_server.h"
+#include "tokenizer/chat_template.h"
+
+namespace squeeze::cli {
+
+int cmd_serve(int argc, char** argv) {
+  CLI::App app{"Serve a GGUF model over an OpenAI-compatible HTTP API.", "squeeze serve"};
+  ModelOptions mo;
+  mo.n_ctx = 4096;
+  serve::EngineConfig ec;
+  serve::HttpOptions ho;
+  std::optional<uint64_t> seed;
+  mo.add_to(app);
+  app.add_option("--host", ho.host, "address to listen on")->capture_default_str();
+  app.add_option("--port", ho.port, "port (0: any free one, printed)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 65535));
+  app.add_option("--api-key", ho.api_key, "clients must send 'Authorization: Bearer KEY'");
+  app.add_option("--parallel", ec.parallel, "sequences decoded together at most")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{256}));
+  app.add_option("--kv-tokens", ec.kv_tokens,
+                 "KV cache capacity in tokens, shared by the sequences (default: --ctx per "
+                 "--parallel sequence)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 26));
+  app.add_option("--batch-tokens", ec.batch_tokens, "tokens per forward step (decodes + prompt chunks)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 16));
+  app.add_option("--queue", ec.max_queue, "requests waiting at most (then 429)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  app.add_option("--seed", seed, "seed of requests without one (default: random)");
+  if (auto rc = parse(app, argc, argv)) return *rc;
+
+  return guarded([&] {
+    const std::string path = resolve_model_path(mo.model);
+    const auto model = model::Model::load(path);
+    const tokenizer::Tokenizer tok(tokenizer::read_vocab(model->file()));
+    std::optional<tokenizer::ChatTemplate> tmpl;
+    if (!tok.vocab().chat_template.empty()) tmpl = tokenizer::ChatTemplate::from_jinja(tok.vocab().chat_template);
+    ThreadPool pool(mo.resolved_threads());
+    ec.n_ctx = mo.n_ctx;
+    if (ec.kv_tokens == 0) ec.kv_tokens = mo.n_ctx * ec.parallel;
+    serve::Engine engine(*model, tok, pool, ec);
+    const auto sparsity = enable_act_sparsity(*model, mo.act_sparsity, engine.context(), pool);
+    if (sparsity) print_act_sparsity(*sparsity);
+    ho.model_id = std::filesystem::path(path).filename().string();
+    ho.seed = seed ? *seed : std::random_device{}();
+    serve::HttpServer server(engine, tok, tmpl ? &*tmpl : nullptr, ho);
+    const int port = server.bind();
+    const auto& kv = engine.context().kv();
+    std::cerr << "squeeze serve: " << ho.model_id << " on http://" << ho.host << ":" << port
+              << " | parallel " << ec.parallel << " | context " << ec.n_ctx << " | KV cache "
+              << kv.capacity() << " tokens, " << kv.bytes() / (1 << 20) << " MiB | batch "
+              << ec.batch_tokens << " tokens | threads " << pool.size() << std::endl;
+    StopOnSignal signals;
+    std::thread engine_thread([&] { engine.run(); });
+    std::thread http_thread([&] { server.listen(); });
+    while (!stop_requested()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    std::cerr << "squeeze serve: stopping (finishing the requests taken)" << std::endl;
+    server.refuse_new();
+    engine.stop();
+    engine_thread.join();
+    server.stop();  // after the last streams were written
+    http_thread.join();
+    return 0;
+  });
+}
+
+}  // namespace squeeze::cli

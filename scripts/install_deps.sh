@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages squeeze builds with (skips apt when all are present).
 set -euo pipefail
-pkgs=(build-essential cmake ninja-build pkg-config python3 python3-pip
+pkgs=(build-essential cmake ninja-build pkg-config python3 python3-pip python3-venv
       libpcre2-dev nlohmann-json3-dev libcli11-dev libcpp-httplib-dev libgtest-dev libgmock-dev
       libopenblas-dev liblapacke-dev
       clang libclang-rt-14-dev)  # clang: the fuzz harnesses (scripts/fuzz.sh)

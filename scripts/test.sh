@@ -10,6 +10,7 @@ build="${SQUEEZE_BUILD_DIR:-$root/build}"
 "$root/scripts/install_deps.sh"
 "$root/scripts/fetch_model.sh"
 "$root/scripts/build.sh" "$build" "$@"
+"$root/scripts/serve_venv.sh" >/dev/null  # the openai client of the serving tests
 # The kernel ISA squeeze picks here (core/cpu.h: amx > avx512 > avx2 > scalar).
 best=scalar
 grep -q avx2 /proc/cpuinfo && best=avx2

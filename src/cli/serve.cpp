@@ -1,6 +1,7 @@
 // squeeze serve: the OpenAI-compatible HTTP server (serve/http_server.h) on the serving engine
 // (serve/engine.h). SIGINT / SIGTERM: new requests get 503, the ones taken finish, exit 0.
 #include <chrono>
+#include <csignal>
 #include <filesystem>
 #include <iostream>
 #include <random>
@@ -66,6 +67,7 @@ int cmd_serve(int argc, char** argv) {
               << kv.capacity() << " tokens, " << kv.bytes() / (1 << 20) << " MiB | batch "
               << ec.batch_tokens << " tokens | threads " << pool.size() << std::endl;
     StopOnSignal signals;
+    std::signal(SIGPIPE, SIG_IGN);  // a client that went away is an error on its socket, not a kill
     std::thread engine_thread([&] { engine.run(); });
     std::thread http_thread([&] { server.listen(); });
     while (!stop_requested()) std::this_thread::sleep_for(std::chrono::milliseconds(50));

@@ -251,9 +251,10 @@ bool Engine::emit(Seq& s) {
     e.text = s.pending.substr(0, send);
     e.tokens = std::move(s.held);
     s.held.clear();
-    s.pending.erase(0, cut != std::string::npos ? s.pending.size() : send);
     s.req->out->push(std::move(e));
   }
+  // A stop string and whatever follows it are never sent.
+  s.pending.erase(0, cut != std::string::npos ? s.pending.size() : send);
   return cut != std::string::npos;
 }
 

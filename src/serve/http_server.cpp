@@ -185,6 +185,10 @@ struct HttpServer::Impl {
       send_error(res, ApiError(400, e.what()));
       return;
     }
+    if (stream == nullptr && refusing) {
+      send_error(res, ApiError(503, "the server is shutting down"));
+      return;
+    }
     if (stream == nullptr) {
       send_error(res, ApiError(429, "the server's queue is full; retry later"));
       return;

@@ -1,15 +1,16 @@
 #include "serve/metrics.h"
 
-#include <cstdio>
+#include <charconv>
 
 namespace squeeze::serve {
 
 namespace {
 
+// The shortest text that reads back as x ("0.025", not "0.025000000000000001").
 std::string number(double x) {
   char buf[64];
-  std::snprintf(buf, sizeof buf, "%.17g", x);
-  return buf;
+  const auto r = std::to_chars(buf, buf + sizeof buf, x);
+  return std::string(buf, r.ptr);
 }
 
 void append_value(std::string& out, const std::string& name, const char* type,

@@ -168,6 +168,13 @@ TEST(Engine, StopStringsEndTheTextBeforeThem) {
   EXPECT_EQ(got.text, full.text.substr(0, full.text.find(stop)));
   EXPECT_EQ(got.finish, Finish::Stop);
   EXPECT_EQ(full.finish, Finish::Length);
+  // Without logprobs, and a stop string at each offset (one that begins in held-back text too).
+  p.logprobs = -1;
+  for (size_t at = 8; at < 16; ++at) {
+    p.stop = {full.text.substr(at, 4)};
+    const Choice c = drain(e, {e.submit(encode(kPrompts[1]), p)})[0][0];
+    EXPECT_EQ(c.text, full.text.substr(0, full.text.find(p.stop[0]))) << "stop '" << p.stop[0] << "'";
+  }
 }
 
 TEST(Engine, ThePrefixCacheServesARepeatedPrompt) {

@@ -42,6 +42,8 @@ int cmd_serve(int argc, char** argv) {
   app.add_option("--queue", ec.max_queue, "requests waiting at most (then 429)")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+  app.add_flag("--no-prefix-cache{false}", ec.prefix_cache,
+               "compute every prompt in full (no reuse of cached KV blocks)");
   app.add_option("--seed", seed, "seed of requests without one (default: random)");
   if (auto rc = parse(app, argc, argv)) return *rc;
 

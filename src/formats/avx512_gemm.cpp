@@ -128,50 +128,65 @@ inline void tile(int64_t nb, const uint8_t* w, size_t ws, const uint8_t* x, size
 
 constexpr int kRowsInOrder[8] = {0, 1, 2, 3, 4, 5, 6, 7};
 
-// 8 rows x 1 token (decode) in vec_dot's lane order, the rows' scales (and Q4_1's mins)
-// gathered, the weights prefetched.
-template <typename R>
-inline void gemv8(int64_t nb, const uint8_t* w, size_t ws, const uint8_t* x, float* y) {
+// 8 rows x RN tokens (decode: RN = 1; a decode step of a few sequences: RN <= 4) in vec_dot's
+// lane order, the rows' scales (and Q4_1's mins) gathered once for all RN tokens, the weights
+// prefetched. Each output sums exactly as with RN = 1.
+template <typename R, int RN>
+inline void gemv8(int64_t nb, const uint8_t* w, size_t ws, const uint8_t* x, size_t xs, float* y,
+                  int64_t ys) {
   using W = typename R::W;
   using X = typename R::X;
   const W* wr[8];
   for (int r = 0; r < 8; ++r) wr[r] = reinterpret_cast<const W*>(w + r * ws);
-  const X* xb = reinterpret_cast<const X*>(x);
+  const X* xr[RN];
+  for (int t = 0; t < RN; ++t) xr[t] = reinterpret_cast<const X*>(x + t * xs);
   const __m256i offs = row_offsets(ws, kRowsInOrder);
   __m512i spread[4];  // lanes 0-7: row 2p, lanes 8-15: row 2p + 1
   for (int p = 0; p < 4; ++p) {
     spread[p] = _mm512_inserti64x4(_mm512_set1_epi32(2 * p), _mm256_set1_epi32(2 * p + 1), 1);
   }
-  __m512 acc[4];
-  for (int p = 0; p < 4; ++p) acc[p] = _mm512_setzero_ps();
-  __m256 mins8 = _mm256_setzero_ps();
+  __m512 acc[4][RN];
+  __m256 mins8[RN];
+  for (int t = 0; t < RN; ++t) {
+    for (int p = 0; p < 4; ++p) acc[p][t] = _mm512_setzero_ps();
+    mins8[t] = _mm256_setzero_ps();
+  }
   const TilePrefetch prefetch(w, 8 * ws, nb);
   for (int64_t i = 0; i < nb; ++i) {
     prefetch.at(i);
     __m256i raw;
     const __m512 d16 = _mm512_castps256_ps512(gather_halves(w + i * sizeof(W), offs, &raw));
-    const __m512i y2 = _mm512_broadcast_i64x4(load32(xb[i].qs));
-    const __m512 dx = _mm512_set1_ps(half_to_float(xb[i].d));
-    for (int p = 0; p < 4; ++p) {
-      R rows;
-      rows.load_codes(wr[2 * p][i], wr[2 * p + 1][i]);
-      const __m512 d = _mm512_mul_ps(_mm512_permutexvar_ps(spread[p], d16), dx);
-      acc[p] = _mm512_fmadd_ps(d, dot_lanes(rows.u, rows.act(y2)), acc[p]);
+    __m512 d[4];
+    for (int p = 0; p < 4; ++p) d[p] = _mm512_permutexvar_ps(spread[p], d16);
+    R rows[4];
+    for (int p = 0; p < 4; ++p) rows[p].load_codes(wr[2 * p][i], wr[2 * p + 1][i]);
+    for (int t = 0; t < RN; ++t) {
+      const __m512i y2 = _mm512_broadcast_i64x4(load32(xr[t][i].qs));
+      const __m512 dx = _mm512_set1_ps(half_to_float(xr[t][i].d));
+      for (int p = 0; p < 4; ++p) {
+        acc[p][t] = _mm512_fmadd_ps(_mm512_mul_ps(d[p], dx), dot_lanes(rows[p].u, rows[p].act(y2)),
+                                    acc[p][t]);
+      }
     }
     if constexpr (R::kHasMin) {  // m is the half after d: the high 16 bits of each gathered word
       const __m256 m8 = _mm256_cvtph_ps(_mm256_cvtepi32_epi16(_mm256_srli_epi32(raw, 16)));
-      mins8 = _mm256_add_ps(mins8, _mm256_mul_ps(m8, _mm256_set1_ps(half_to_float(xb[i].s))));
+      for (int t = 0; t < RN; ++t) {
+        mins8[t] = _mm256_add_ps(mins8[t], _mm256_mul_ps(m8, _mm256_set1_ps(half_to_float(xr[t][i].s))));
+      }
     }
   }
-  alignas(32) float m[8];
-  _mm256_store_ps(m, mins8);
-  for (int p = 0; p < 4; ++p) {
-    if constexpr (R::kHasMin) {
-      y[2 * p] = hsum_lo(acc[p]) + m[2 * p];
-      y[2 * p + 1] = hsum_hi(acc[p]) + m[2 * p + 1];
-    } else {
-      y[2 * p] = hsum_lo(acc[p]);
-      y[2 * p + 1] = hsum_hi(acc[p]);
+  for (int t = 0; t < RN; ++t) {
+    alignas(32) float m[8];
+    _mm256_store_ps(m, mins8[t]);
+    float* yt = y + t * ys;
+    for (int p = 0; p < 4; ++p) {
+      if constexpr (R::kHasMin) {
+        yt[2 * p] = hsum_lo(acc[p][t]) + m[2 * p];
+        yt[2 * p + 1] = hsum_hi(acc[p][t]) + m[2 * p + 1];
+      } else {
+        yt[2 * p] = hsum_lo(acc[p][t]);
+        yt[2 * p + 1] = hsum_hi(acc[p][t]);
+      }
     }
   }
 }
@@ -185,8 +200,20 @@ void gemm_lanes(int64_t n, const void* w, size_t ws, int64_t n_rows, const void*
   const uint8_t* wb = static_cast<const uint8_t*>(w);
   const uint8_t* xb = static_cast<const uint8_t*>(x);
   int64_t r = 0;
-  if (n_tokens == 1) {
-    for (; r + 8 <= n_rows; r += 8) gemv8<R>(nb, wb + r * ws, ws, xb, y + r);
+  if (n_tokens < kBatchGroup) {
+    // Decode, or a step of a few sequences: 8 rows at a time stream by once for up to 4 tokens.
+    for (; r + 8 <= n_rows; r += 8) {
+      int64_t t = 0;
+      for (; t + 4 <= n_tokens; t += 4) gemv8<R, 4>(nb, wb + r * ws, ws, xb + t * xs, xs, y + t * ys + r, ys);
+      const uint8_t* xt = xb + t * xs;
+      float* yt = y + t * ys + r;
+      switch (n_tokens - t) {
+        case 3: gemv8<R, 3>(nb, wb + r * ws, ws, xt, xs, yt, ys); break;
+        case 2: gemv8<R, 2>(nb, wb + r * ws, ws, xt, xs, yt, ys); break;
+        case 1: gemv8<R, 1>(nb, wb + r * ws, ws, xt, xs, yt, ys); break;
+        default: break;
+      }
+    }
   } else {
     for (; r + 4 <= n_rows; r += 4) {
       int64_t t = 0;

@@ -72,7 +72,7 @@ Engine::Engine(const model::Model& m, const tokenizer::Tokenizer& tok, ThreadPoo
       config_(c),
       ctx_(m, c.n_ctx, pool, std::max<int64_t>(c.batch_tokens, 1), std::max<int64_t>(c.parallel, 1),
            c.kv_tokens),
-      sched_(ctx_.kv_mut(), {c.batch_tokens, std::max<int64_t>(c.max_queue, 1) + c.parallel}) {
+      sched_(ctx_.kv_mut(), {c.batch_tokens, std::max<int64_t>(c.max_queue, 1) + c.parallel, c.prefix_cache}) {
   if (c.parallel < 1 || c.batch_tokens < 1 || c.max_queue < 1) {
     throw UsageError("--parallel, --batch-tokens and the queue must be at least 1");
   }

@@ -27,6 +27,7 @@ struct EngineConfig {
   int64_t kv_tokens = 0;       // KV cache capacity in tokens (0: n_ctx * parallel)
   int64_t batch_tokens = 512;  // tokens per step
   int64_t max_queue = 64;      // requests waiting
+  bool prefix_cache = true;    // reuse cached KV blocks of a prompt's prefix
 };
 
 class Engine {

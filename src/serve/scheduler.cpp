@@ -141,7 +141,7 @@ Plan Scheduler::schedule() {
     const std::shared_ptr<Sequence> s = waiting_.front();
     if (static_cast<int64_t>(free_slots_.size()) < 1 + static_cast<int64_t>(s->forks.size())) break;
     s->slot = take_slot();
-    s->n_computed = kv_.reuse_prefix(s->slot, s->tokens);
+    s->n_computed = config_.prefix_cache ? kv_.reuse_prefix(s->slot, s->tokens) : 0;
     if (kv_.blocks_needed(s->slot, s->remaining()) > available()) {
       release(*s);
       break;

@@ -36,6 +36,7 @@ struct Sequence {
 struct SchedulerConfig {
   int64_t batch_tokens = 512;  // tokens per step, decodes and prompt chunks together
   int64_t max_queue = 256;     // waiting sequences (not counting their forks)
+  bool prefix_cache = true;    // admission starts after the longest cached prefix
 };
 
 // A step's work: feed tokens [n_computed, n_computed + n) of seq; logits: the last of them

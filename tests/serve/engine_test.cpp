@@ -194,6 +194,12 @@ TEST(Engine, ThePrefixCacheServesARepeatedPrompt) {
   EXPECT_EQ(s2->usage().cached_tokens, (static_cast<int64_t>(prompt.size()) - 1) / 16 * 16);
   EXPECT_EQ(e.metrics().cached_tokens, s2->usage().cached_tokens);
   EXPECT_EQ(second.text, first.text);
+  // Turned off (serve --no-prefix-cache), every prompt is computed in full.
+  Engine off(*l.model, l.tok, l.pool, {256, 2, 0, 512, 8, /*prefix_cache=*/false});
+  drain(off, {off.submit(prompt, greedy(8))});
+  const auto s3 = off.submit(prompt, greedy(8));
+  EXPECT_EQ(drain(off, {s3})[0][0].text, first.text);
+  EXPECT_EQ(s3->usage().cached_tokens, 0);
 }
 
 TEST(Engine, CancellingFreesTheBlocksWithinAStep) {

@@ -8,13 +8,13 @@
   bench/serve_load.py prefix [--requests 16]
       a 1,000-token shared system prompt followed by short user turns: median time to first
       token with squeeze's prefix cache, without it (--no-prefix-cache), and llama-server's
-  bench/serve_load.py soak   [--clients 32] [--requests 200]
+  bench/serve_load.py soak   [--clients-soak 32] [--requests 200]
       clients x requests on one squeeze server: failed requests, RSS after a warm-up round and
       after the load (growth), every greedy response against the same request run alone
 
 Every request is greedy (temperature 0) over /v1/completions, streamed with usage; prompts are
 lines of WikiText-2 validation (../shared/data), of mixed lengths, with mixed max_tokens
-(mixed_requests).
+(--mix: MIXES).
 Tables go to stdout (markdown), the raw figures to --out (JSON). Bounded in count (--requests)
 and time (--time-limit per measured run: a run past it is an error)."""
 
@@ -50,17 +50,25 @@ def corpus_lines():
     return lines
 
 
-def mixed_requests(n, seed):
-    """n (prompt, max_tokens): prompts of 16 to 256 words (about 20 to 350 tokens), outputs of
-    16 to 256 tokens, as in chat traffic (decodes outnumber prompt tokens)."""
+# Prompt lengths in words (about 1.35 tokens each) and max_tokens of each mix.
+MIXES = {
+    # chat-like traffic: prompts of about 20 to 350 tokens, outputs of 16 to 256
+    "chat": ([16, 32, 64, 128, 256], [16, 32, 64, 128, 256]),
+    # generation-bound: short prompts, long outputs (what batching decodes speeds up)
+    "decode": ([8, 16, 32], [128, 192, 256]),
+}
+
+
+def mixed_requests(n, seed, mix="chat"):
+    """n (prompt, max_tokens) of the mix: prompt and output lengths drawn uniformly."""
+    lengths, outputs = MIXES[mix]
     rng = random.Random(seed)
-    lines = corpus_lines()
-    words = " ".join(lines).split()
+    words = " ".join(corpus_lines()).split()
     out = []
     for _ in range(n):
-        length = rng.choice([16, 32, 64, 128, 256])
+        length = rng.choice(lengths)
         start = rng.randrange(0, len(words) - length)
-        out.append((" ".join(words[start:start + length]), rng.choice([16, 32, 64, 128, 256])))
+        out.append((" ".join(words[start:start + length]), rng.choice(outputs)))
     return out
 
 
@@ -155,7 +163,7 @@ def warm(port, clients):
 
 def cmd_load(a):
     clients = [int(c) for c in a.clients.split(",")]
-    requests = mixed_requests(a.requests, a.seed)
+    requests = mixed_requests(a.requests, a.seed, a.mix)
     rows = {}  # (engine, clients) -> runs
     for rnd in range(a.rounds):
         for c in clients:
@@ -223,7 +231,7 @@ def cmd_prefix(a):
 
 
 def cmd_soak(a):
-    specs = mixed_requests(64, a.seed)
+    specs = mixed_requests(64, a.seed, a.mix)
     rng = random.Random(a.seed + 1)
     requests = [rng.choice(specs) for _ in range(a.clients_soak * a.requests)]
     with squeeze_server(a, a.clients_soak) as s:
@@ -268,6 +276,7 @@ def main():
     p.add_argument("--requests", type=int, default=64,
                    help="load: requests per run; prefix: turns; soak: requests per client")
     p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--mix", choices=sorted(MIXES), default="chat", help="load, soak: request lengths")
     p.add_argument("--sparsity", type=float, default=0.0, help="load: also squeeze --act-sparsity S")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--time-limit", type=float, default=1800, help="seconds per measured run")

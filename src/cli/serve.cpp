@@ -67,7 +67,8 @@ int cmd_serve(int argc, char** argv) {
     std::cerr << "squeeze serve: " << ho.model_id << " on http://" << ho.host << ":" << port
               << " | parallel " << ec.parallel << " | context " << ec.n_ctx << " | KV cache "
               << kv.capacity() << " tokens, " << kv.bytes() / (1 << 20) << " MiB | batch "
-              << ec.batch_tokens << " tokens | threads " << pool.size() << std::endl;
+              << ec.batch_tokens << " tokens | prefix cache " << (ec.prefix_cache ? "on" : "off")
+              << " | threads " << pool.size() << std::endl;
     StopOnSignal signals;
     std::signal(SIGPIPE, SIG_IGN);  // a client that went away is an error on its socket, not a kill
     std::thread engine_thread([&] { engine.run(); });

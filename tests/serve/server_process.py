@@ -102,7 +102,8 @@ class Server:
             rc = self.proc.wait(timeout)
         except subprocess.TimeoutExpired:
             self.kill()
-            raise RuntimeError("the server did not exit after SIGTERM")
+            raise RuntimeError("the server did not exit after SIGTERM: " + " ".join(self.argv) +
+                               "\n" + "".join(self.log[-20:]))
         self._reader.join(5)
         self.proc.stderr.close()
         return rc

@@ -1,9 +1,12 @@
 // squeeze serve: the OpenAI-compatible HTTP server (serve/http_server.h) on the serving engine
-// (serve/engine.h). SIGINT / SIGTERM: new requests get 503, the ones taken finish, exit 0.
+// (serve/engine.h). SIGINT / SIGTERM: new requests get 503, the ones taken finish, exit 0; a
+// second signal cancels those.
+#include <atomic>
 #include <chrono>
 #include <csignal>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 #include <random>
 #include <thread>
 
@@ -69,14 +72,25 @@ int cmd_serve(int argc, char** argv) {
               << kv.capacity() << " tokens, " << kv.bytes() / (1 << 20) << " MiB | batch "
               << ec.batch_tokens << " tokens | prefix cache " << (ec.prefix_cache ? "on" : "off")
               << " | threads " << pool.size() << std::endl;
-    StopOnSignal signals;
+    std::optional<StopOnSignal> signals;
+    signals.emplace();
     std::signal(SIGPIPE, SIG_IGN);  // a client that went away is an error on its socket, not a kill
-    std::thread engine_thread([&] { engine.run(); });
+    std::atomic<bool> engine_done{false};
+    std::thread engine_thread([&] {
+      engine.run();
+      engine_done = true;
+    });
     std::thread http_thread([&] { server.listen(); });
     while (!stop_requested()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    std::cerr << "squeeze serve: stopping (finishing the requests taken)" << std::endl;
+    std::cerr << "squeeze serve: stopping: finishing the requests taken (a second signal cancels them)"
+              << std::endl;
     server.refuse_new();
     engine.stop();
+    signals.emplace();  // listens again, the flag cleared
+    while (!engine_done) {
+      if (stop_requested()) engine.stop(/*cancel=*/true);
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
     engine_thread.join();
     server.stop();  // after the last streams were written
     http_thread.join();

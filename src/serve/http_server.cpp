@@ -206,15 +206,21 @@ struct HttpServer::Impl {
         choices[static_cast<size_t>(i)].index = i;
         if (want_logprobs) choices[static_cast<size_t>(i)].logprobs.emplace();
       }
+      bool cancelled = false;
       while (!stream->done()) {
         auto ev = stream->next(std::chrono::milliseconds(100));
         if (!ev) continue;
+        cancelled = cancelled || ev->finish == Finish::Cancelled;
         ChoiceResult& c = choices[static_cast<size_t>(ev->choice)];
         c.text += ev->text;
         if (want_logprobs) {
           for (auto& l : logprobs(ev->tokens)) c.logprobs->push_back(std::move(l));
         }
         if (const auto f = finish_reason(ev->finish)) c.finish_reason = *f;
+      }
+      if (cancelled) {  // the server is stopping and was told not to finish
+        send_error(res, ApiError(503, "the request was cancelled: the server is shutting down"));
+        return;
       }
       const RequestUsage u = stream->usage();
       const Usage usage{u.prompt_tokens, u.completion_tokens, u.cached_tokens};

@@ -8,6 +8,7 @@ Run by tests/serve/openai_client_test.sh: python openai_client_test.py SQUEEZE M
 import concurrent.futures
 import json
 import os
+import signal
 import sys
 import threading
 import time
@@ -253,6 +254,30 @@ class Shutdown(unittest.TestCase):
             self.assertEqual(rc["rc"], 0, "".join(s.log))
             self.assertEqual(text, client.completions.create(model=MODEL_ID, prompt=PROMPT, max_tokens=40,
                                                              temperature=0).choices[0].text)
+
+
+    def test_a_second_sigterm_cancels_the_requests_in_flight(self):
+        with start() as s:
+            c = openai.OpenAI(base_url=s.url + "/v1", api_key="none", max_retries=0)
+            got = {}
+
+            def long_request():
+                try:
+                    c.completions.create(model=MODEL_ID, prompt=PROMPT, max_tokens=CTX - 20, temperature=0)
+                    got["status"] = 200
+                except openai.APIStatusError as e:
+                    got["status"] = e.status_code
+
+            t = threading.Thread(target=long_request)
+            t.start()
+            deadline = time.monotonic() + 30
+            while s.metrics()["squeeze:sequences_running"] == 0 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            s.proc.send_signal(signal.SIGTERM)
+            time.sleep(0.2)
+            self.assertEqual(s.stop(), 0, "".join(s.log))  # the second SIGTERM
+            t.join()
+            self.assertEqual(got["status"], 503)
 
 
 if __name__ == "__main__":

@@ -4,7 +4,8 @@
 
   bench/serve_load.py load   [--clients 1,8,32] [--requests 64] [--rounds 3]
       aggregate generated tokens/s and median time to first token at each concurrency, for
-      squeeze (dense, and with --act-sparsity S when --sparsity S is given) and llama-server
+      squeeze (dense; with --sparsity S also --act-sparsity S on --sparse-model, its steps of a
+      few decodes batched (split never) and split where faster (auto)) and llama-server
   bench/serve_load.py prefix [--requests 16]
       a 1,000-token shared system prompt followed by short user turns: median time to first
       token with squeeze's prefix cache, without it (--no-prefix-cache), and llama-server's
@@ -133,8 +134,8 @@ def drive(port, requests, clients, time_limit):
             "texts": [r["text"] if r["ok"] else None for r in results]}
 
 
-def squeeze_server(a, clients, extra=()):
-    return Server([a.squeeze, "serve", "-m", a.model, "--port", "0", "-t", str(a.threads),
+def squeeze_server(a, clients, extra=(), model=None):
+    return Server([a.squeeze, "serve", "-m", model or a.model, "--port", "0", "-t", str(a.threads),
                    "--ctx", str(a.ctx), "--parallel", str(clients),
                    "--kv-tokens", str(a.ctx * clients), "--queue", str(max(64, 2 * clients)),
                    *extra])
@@ -150,8 +151,12 @@ def llama_server(a, clients):
 def engines(a):
     out = [("squeeze", lambda c: squeeze_server(a, c))]
     if a.sparsity:
-        out.append((f"squeeze --act-sparsity {a.sparsity}",
-                    lambda c: squeeze_server(a, c, ("--act-sparsity", str(a.sparsity)))))
+        # The sparse model's batches dense (never split), and split where measured faster (auto).
+        for split in ("never", "auto"):
+            out.append((f"squeeze --act-sparsity {a.sparsity} --act-sparsity-split {split}",
+                        lambda c, split=split: squeeze_server(
+                            a, c, ("--act-sparsity", str(a.sparsity), "--act-sparsity-split", split),
+                            model=a.sparse_model or a.model)))
     if a.llama_server:
         out.append(("llama-server", lambda c: llama_server(a, c)))
     return out
@@ -277,7 +282,9 @@ def main():
                    help="load: requests per run; prefix: turns; soak: requests per client")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--mix", choices=sorted(MIXES), default="chat", help="load, soak: request lengths")
-    p.add_argument("--sparsity", type=float, default=0.0, help="load: also squeeze --act-sparsity S")
+    p.add_argument("--sparsity", type=float, default=0.0,
+                   help="load: also squeeze --act-sparsity S, batches dense and split where faster")
+    p.add_argument("--sparse-model", default="", help="the model with the sparsity table (squeeze sparsify)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--time-limit", type=float, default=1800, help="seconds per measured run")
     p.add_argument("--out", default="", help="JSON of the figures")

@@ -6,6 +6,7 @@
 #include <csignal>
 #include <filesystem>
 #include <iostream>
+#include <map>
 #include <optional>
 #include <random>
 #include <thread>
@@ -47,8 +48,17 @@ int cmd_serve(int argc, char** argv) {
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
   app.add_flag("--no-prefix-cache{false}", ec.prefix_cache,
                "compute every prompt in full (no reuse of cached KV blocks)");
+  const std::map<std::string, serve::SplitMode> split_modes{
+      {"auto", serve::SplitMode::Auto}, {"never", serve::SplitMode::Never},
+      {"always", serve::SplitMode::Always}};
+  auto* split_opt =
+      app.add_option("--act-sparsity-split", ec.split,
+                     "with --act-sparsity, steps of 2-8 decodes run as one-token passes (which "
+                     "skip weights) or as one batch: auto (whichever is measured faster), never, always")
+          ->transform(CLI::CheckedTransformer(split_modes, CLI::ignore_case));
   app.add_option("--seed", seed, "seed of requests without one (default: random)");
   if (auto rc = parse(app, argc, argv)) return *rc;
+  const bool split_given = split_opt->count() > 0;
 
   return guarded([&] {
     const std::string path = resolve_model_path(mo.model);
@@ -61,7 +71,7 @@ int cmd_serve(int argc, char** argv) {
     if (ec.kv_tokens == 0) ec.kv_tokens = mo.n_ctx * ec.parallel;
     serve::Engine engine(*model, tok, pool, ec);
     const auto sparsity = enable_act_sparsity(*model, mo.act_sparsity, engine.context(), pool);
-    if (sparsity) print_act_sparsity(*sparsity);
+    if (!sparsity && split_given) throw UsageError("--act-sparsity-split needs --act-sparsity");
     ho.model_id = std::filesystem::path(path).filename().string();
     ho.seed = seed ? *seed : std::random_device{}();
     serve::HttpServer server(engine, tok, tmpl ? &*tmpl : nullptr, ho);

@@ -204,7 +204,9 @@ void gemm_lanes(int64_t n, const void* w, size_t ws, int64_t n_rows, const void*
     // Decode, or a step of a few sequences: 8 rows at a time stream by once for up to 4 tokens.
     for (; r + 8 <= n_rows; r += 8) {
       int64_t t = 0;
-      for (; t + 4 <= n_tokens; t += 4) gemv8<R, 4>(nb, wb + r * ws, ws, xb + t * xs, xs, y + t * ys + r, ys);
+      for (; t + 4 <= n_tokens; t += 4) {
+        gemv8<R, 4>(nb, wb + r * ws, ws, xb + t * xs, xs, y + t * ys + r, ys);
+      }
       const uint8_t* xt = xb + t * xs;
       float* yt = y + t * ys + r;
       switch (n_tokens - t) {

@@ -63,6 +63,7 @@ class Context {
   // Zeroes small activations by the policy's thresholds from now on (null: dense again). The
   // policy must outlive the context's use of it.
   void set_act_sparsity(const ActSparsity* policy) { s_.sparsity = policy; }
+  const ActSparsity* act_sparsity() const { return s_.sparsity; }
   const SparsityCounters& sparsity_counters() const { return s_.counters; }
   void reset_sparsity_counters() { s_.counters.reset(); }
   const Model& model() const { return model_; }

@@ -72,7 +72,8 @@ Engine::Engine(const model::Model& m, const tokenizer::Tokenizer& tok, ThreadPoo
       config_(c),
       ctx_(m, c.n_ctx, pool, std::max<int64_t>(c.batch_tokens, 1), std::max<int64_t>(c.parallel, 1),
            c.kv_tokens),
-      sched_(ctx_.kv_mut(), {c.batch_tokens, std::max<int64_t>(c.max_queue, 1) + c.parallel, c.prefix_cache}) {
+      sched_(ctx_.kv_mut(), {c.batch_tokens, std::max<int64_t>(c.max_queue, 1) + c.parallel, c.prefix_cache}),
+      split_(c.split) {
   if (c.parallel < 1 || c.batch_tokens < 1 || c.max_queue < 1) {
     throw UsageError("--parallel, --batch-tokens and the queue must be at least 1");
   }
@@ -151,26 +152,26 @@ bool Engine::step() {
     finish(static_cast<Seq&>(*d), Finish::Cancelled);
   }
   if (!plan.items.empty()) {
-    model::Batch b;
-    for (const PlanItem& it : plan.items) {
-      const Sequence& s = *it.seq;
-      for (int64_t i = 0; i < it.n; ++i) {
-        const int64_t p = s.n_computed + i;
-        b.add(s.tokens[p], static_cast<int32_t>(p), s.slot, it.logits && i == it.n - 1);
-      }
+    // Under activation sparsity a step's few decodes may run faster as one-token passes
+    // (split_policy.h), prompt chunks as a batch of their own; each sequence then gets the
+    // one-token path's results, as alone.
+    std::vector<PlanItem> decodes, chunks;
+    for (const PlanItem& it : plan.items) (it.n == 1 && it.logits ? decodes : chunks).push_back(it);
+    const auto n_decodes = static_cast<int64_t>(decodes.size());
+    const bool sparse = ctx_.act_sparsity() != nullptr;
+    const bool split = sparse && split_.split(n_decodes);
+    const Clock::time_point t0 = Clock::now();
+    if (split) {
+      for (const PlanItem& it : decodes) run_items({&it, 1});
+      if (!chunks.empty()) run_items(chunks);
+    } else {
+      run_items(plan.items);
     }
-    const std::span<const float> logits = ctx_.decode_batch(b);
-    const auto n_vocab = static_cast<size_t>(model_.hparams().n_vocab);
-    for (const PlanItem& it : plan.items) it.seq->n_computed += it.n;
-    size_t row = 0;
-    for (const PlanItem& it : plan.items) {
-      if (!it.logits) continue;
-      const auto l = logits.subspan(row++ * n_vocab, n_vocab);
-      auto& s = static_cast<Seq&>(*it.seq);
-      const std::vector<std::shared_ptr<Sequence>> forks = sched_.fork(s);
-      sample(s, l);
-      for (const auto& f : forks) sample(static_cast<Seq&>(*f), l);
+    if (sparse && chunks.empty()) {
+      split_.record(n_decodes, split, std::chrono::duration<double>(Clock::now() - t0).count());
     }
+    std::lock_guard lock(mu_);
+    metrics_.split_steps += split ? 1 : 0;
   }
   std::erase_if(live_, [](const std::shared_ptr<Seq>& s) { return s->done; });
   std::lock_guard lock(mu_);
@@ -182,6 +183,29 @@ bool Engine::step() {
   metrics_.kv_blocks_cached_idle = ctx_.kv().blocks().n_cached_idle();
   queued_ = static_cast<int64_t>(incoming_.size()) + sched_.n_waiting();
   return !plan.items.empty() || !plan.dropped.empty();
+}
+
+void Engine::run_items(std::span<const PlanItem> items) {
+  model::Batch b;
+  for (const PlanItem& it : items) {
+    const Sequence& s = *it.seq;
+    for (int64_t i = 0; i < it.n; ++i) {
+      const int64_t p = s.n_computed + i;
+      b.add(s.tokens[p], static_cast<int32_t>(p), s.slot, it.logits && i == it.n - 1);
+    }
+  }
+  const std::span<const float> logits = ctx_.decode_batch(b);
+  const auto n_vocab = static_cast<size_t>(model_.hparams().n_vocab);
+  for (const PlanItem& it : items) it.seq->n_computed += it.n;
+  size_t row = 0;
+  for (const PlanItem& it : items) {
+    if (!it.logits) continue;
+    const auto l = logits.subspan(row++ * n_vocab, n_vocab);
+    auto& s = static_cast<Seq&>(*it.seq);
+    const std::vector<std::shared_ptr<Sequence>> forks = sched_.fork(s);
+    sample(s, l);
+    for (const auto& f : forks) sample(static_cast<Seq&>(*f), l);
+  }
 }
 
 void Engine::sample(Seq& s, std::span<const float> logits) {

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <vector>
 
 #include "core/thread_pool.h"
@@ -17,6 +18,7 @@
 #include "serve/metrics.h"
 #include "serve/request.h"
 #include "serve/scheduler.h"
+#include "serve/split_policy.h"
 #include "tokenizer/tokenizer.h"
 
 namespace squeeze::serve {
@@ -28,6 +30,9 @@ struct EngineConfig {
   int64_t batch_tokens = 512;  // tokens per step
   int64_t max_queue = 64;      // requests waiting
   bool prefix_cache = true;    // reuse cached KV blocks of a prompt's prefix
+  // With activation sparsity (context().set_act_sparsity): whether a step of a few decodes
+  // runs as one-token passes (split_policy.h; Auto: whichever it measures faster).
+  SplitMode split = SplitMode::Auto;
 };
 
 class Engine {
@@ -61,6 +66,8 @@ class Engine {
   struct Request;
   struct Seq;
   void take_incoming();
+  // Runs the plan items as one batch through the model and samples those with logits.
+  void run_items(std::span<const PlanItem> items);
   // Draws s's next token from its logits row and sends what text is safe to send.
   void sample(Seq& s, std::span<const float> logits);
   // Sends s's pending text up to a stop string or up to a tail that may begin one; true when
@@ -75,6 +82,7 @@ class Engine {
   EngineConfig config_;
   model::Context ctx_;
   Scheduler sched_;
+  SplitPolicy split_;
   std::vector<std::shared_ptr<Seq>> live_;  // every sequence taken and not finished
 
   mutable std::mutex mu_;  // guards what follows

@@ -47,6 +47,8 @@ std::string prometheus_text(const EngineMetrics& m) {
   counter("preemptions_total", "Sequences preempted for KV blocks (recomputed later).",
           m.preemptions);
   counter("steps_total", "Forward steps run.", m.steps);
+  counter("split_steps_total", "Steps of decodes run as one-token passes (activation sparsity).",
+          m.split_steps);
   gauge("sequences_running", "Sequences running.", m.running);
   gauge("sequences_waiting", "Sequences waiting for admission.", m.waiting);
   gauge("kv_blocks_used", "KV cache blocks referenced by sequences.", m.kv_blocks_used);

@@ -28,6 +28,7 @@ struct EngineMetrics {
   int64_t cached_tokens = 0;     // prompt tokens served by the prefix cache
   int64_t preemptions = 0;
   int64_t steps = 0;
+  int64_t split_steps = 0;       // steps of decodes run as one-token passes (split_policy.h)
   int64_t running = 0;           // sequences
   int64_t waiting = 0;           // sequences queued (a preempted one included)
   int64_t kv_blocks_used = 0;

@@ -10,8 +10,8 @@
       a 1,000-token shared system prompt followed by short user turns: median time to first
       token with squeeze's prefix cache, without it (--no-prefix-cache), and llama-server's
   bench/serve_load.py soak   [--clients-soak 32] [--requests 200]
-      clients x requests on one squeeze server: failed requests, RSS after a warm-up round and
-      after the load (growth), every greedy response against the same request run alone
+      clients x requests on one squeeze server, twice: failed requests, RSS after the first pass
+      and after the second (growth), every greedy response against the same request run alone
 
 Every request is greedy (temperature 0) over /v1/completions, streamed with usage; prompts are
 lines of WikiText-2 validation (../shared/data), of mixed lengths, with mixed max_tokens
@@ -246,7 +246,9 @@ def cmd_soak(a):
             if not r["ok"]:
                 raise RuntimeError(f"a request alone failed: {r.get('error')}")
             alone[spec] = r["text"]
-        drive(s.port, requests[:2 * a.clients_soak], a.clients_soak, a.time_limit)  # warm-up round
+        # A first pass of the same load brings the allocators (one arena per HTTP thread) and
+        # the prefix cache to their steady size; the second pass must not grow it.
+        drive(s.port, requests, a.clients_soak, a.time_limit)
         rss_before = s.rss_bytes()
         run = drive(s.port, requests, a.clients_soak, a.time_limit)
         time.sleep(1)
@@ -254,8 +256,17 @@ def cmd_soak(a):
         m = s.metrics()
         rc = s.stop()
     texts = run.pop("texts")
-    differ = sum(1 for spec, t in zip(requests, texts) if t is not None and t != alone[spec])
-    out = {**run, "rss_before_mb": rss_before / 2**20, "rss_after_mb": rss_after / 2**20,
+    differing = [(spec, t) for spec, t in zip(requests, texts) if t is not None and t != alone[spec]]
+    for i, (spec, t) in enumerate(zip(requests, texts)):
+        if t is not None and t != alone[spec]:
+            print(f"request {i} of spec {specs.index(spec)} differs", file=sys.stderr)
+    differ = len(differing)
+    for spec, t in differing[:3]:
+        a_text = alone[spec]
+        at = next((i for i, (x, y) in enumerate(zip(a_text, t)) if x != y), min(len(a_text), len(t)))
+        print(f"differs: prompt of {len(spec[0].split())} words, max_tokens {spec[1]}, from char {at}: "
+              f"alone {a_text[at:at + 40]!r} vs {t[at:at + 40]!r}", file=sys.stderr)
+    out = {**run, "preemptions": m["squeeze:preemptions_total"], "rss_before_mb": rss_before / 2**20, "rss_after_mb": rss_after / 2**20,
            "rss_growth_mb": (rss_after - rss_before) / 2**20, "greedy_differing_from_alone": differ,
            "kv_blocks_used_after": m["squeeze:kv_blocks_used"], "exit_status": rc}
     print("| clients | requests | failed | tok/s | RSS before / after MB | growth MB "

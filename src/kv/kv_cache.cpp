@@ -152,11 +152,12 @@ void KvCache::fork(int64_t src, int64_t dst) {
   for (const int32_t b : d.blocks) blocks_.retain(b);
 }
 
-int64_t KvCache::reuse_prefix(int64_t seq, std::span<const int32_t> tokens) {
+int64_t KvCache::reuse_prefix(int64_t seq, std::span<const int32_t> tokens, int64_t min_left) {
   SeqTable& t = table(seq);
   if (t.len != 0 || !t.blocks.empty()) throw UsageError("reuse_prefix needs an empty sequence");
-  if (tokens.empty()) return 0;
-  const auto max_blocks = static_cast<int64_t>(tokens.size() - 1) / kBlockTokens;
+  if (min_left < 1) throw UsageError("reuse_prefix leaves at least one token");
+  const int64_t max_blocks =
+      std::max<int64_t>(static_cast<int64_t>(tokens.size()) - min_left, 0) / kBlockTokens;
   uint64_t parent = 0;
   for (int64_t i = 0; i < max_blocks; ++i) {
     const auto ids = tokens.subspan(static_cast<size_t>(i * kBlockTokens), kBlockTokens);

@@ -60,8 +60,9 @@ class KvCache {
   // dst (emptied first) shares src's positions; a write to a shared block copies it first.
   void fork(int64_t src, int64_t dst);
   // For an empty seq: takes the longest run of indexed full blocks that `tokens` starts with,
-  // leaving at least one token to decode (its logits are wanted). Returns the positions taken.
-  int64_t reuse_prefix(int64_t seq, std::span<const int32_t> tokens);
+  // leaving at least `min_left` (>= 1) tokens to decode (the last one's logits are wanted).
+  // Returns the positions taken.
+  int64_t reuse_prefix(int64_t seq, std::span<const int32_t> tokens, int64_t min_left = 1);
 
   // Stores one token's K and V rows of layer il ([row] floats each, converted to the storage
   // type as llama.cpp converts them) into `cell`.

@@ -141,7 +141,9 @@ Plan Scheduler::schedule() {
     const std::shared_ptr<Sequence> s = waiting_.front();
     if (static_cast<int64_t>(free_slots_.size()) < 1 + static_cast<int64_t>(s->forks.size())) break;
     s->slot = take_slot();
-    s->n_computed = config_.prefix_cache ? kv_.reuse_prefix(s->slot, s->tokens) : 0;
+    // At least two tokens left (of a longer prompt) run as a prompt chunk, as the prompt alone
+    // would: one token would take decode's attention, which sums in another order.
+    s->n_computed = config_.prefix_cache ? kv_.reuse_prefix(s->slot, s->tokens, 2) : 0;
     if (kv_.blocks_needed(s->slot, s->remaining()) > available()) {
       release(*s);
       break;

@@ -170,6 +170,14 @@ TEST(KvCache, ReusesTheLongestIndexedPrefixAndLeavesATokenToDecode) {
   // A prompt of exactly two blocks keeps its last block to decode (logits are wanted).
   EXPECT_EQ(c.reuse_prefix(1, std::vector<int32_t>(prompt.begin(), prompt.begin() + 32)), 16);
   c.truncate(1, 0);
+  // Two tokens left at least (the scheduler's choice): a prompt of two blocks and one token
+  // keeps its second block to compute.
+  EXPECT_EQ(c.reuse_prefix(1, std::vector<int32_t>(prompt.begin(), prompt.begin() + 33), 2), 16);
+  c.truncate(1, 0);
+  EXPECT_EQ(c.reuse_prefix(1, std::vector<int32_t>(prompt.begin(), prompt.begin() + 33)), 32);
+  c.truncate(1, 0);
+  EXPECT_EQ(c.reuse_prefix(1, std::vector<int32_t>(prompt.begin(), prompt.begin() + 1), 2), 0);
+  EXPECT_THROW(c.reuse_prefix(1, prompt, 0), UsageError);
   EXPECT_EQ(c.reuse_prefix(1, iota(40, 7)), 0);
   // Released, the blocks stay cached and are taken back.
   c.truncate(0, 0);

@@ -33,6 +33,7 @@ Loaded& smollm2() {
 struct Choice {
   std::string text;
   std::vector<int32_t> ids;
+  std::vector<float> logprobs;
   std::optional<Finish> finish;
 };
 
@@ -46,7 +47,10 @@ std::vector<std::vector<Choice>> drain(Engine& e, const std::vector<std::shared_
       while (auto ev = streams[r]->next(std::chrono::milliseconds(0))) {
         Choice& c = out[r][static_cast<size_t>(ev->choice)];
         c.text += ev->text;
-        for (const TokenInfo& t : ev->tokens) c.ids.push_back(t.id);
+        for (const TokenInfo& t : ev->tokens) {
+          c.ids.push_back(t.id);
+          c.logprobs.push_back(t.logprob);
+        }
         if (ev->finish) c.finish = ev->finish;
       }
       all_done = all_done && streams[r]->done();
@@ -194,6 +198,20 @@ TEST(Engine, ThePrefixCacheServesARepeatedPrompt) {
   EXPECT_EQ(s2->usage().cached_tokens, (static_cast<int64_t>(prompt.size()) - 1) / 16 * 16);
   EXPECT_EQ(e.metrics().cached_tokens, s2->usage().cached_tokens);
   EXPECT_EQ(second.text, first.text);
+  // A prompt of whole blocks and one token: its cached blocks leave two tokens to compute, as a
+  // prompt chunk (one token would run decode's attention, another summation order), so the
+  // logits are those of the prompt alone, bit for bit.
+  std::vector<int32_t> odd(prompt.begin(), prompt.begin() + 49);
+  const auto o1 = e.submit(odd, greedy(4));
+  const auto odd_first = drain(e, {o1})[0][0];
+  const auto o2 = e.submit(odd, greedy(4));
+  const auto odd_second = drain(e, {o2})[0][0];
+  ASSERT_GE(prompt.size(), 49u);
+  EXPECT_EQ(o2->usage().cached_tokens, 32);
+  ASSERT_EQ(odd_second.logprobs.size(), odd_first.logprobs.size());
+  for (size_t i = 0; i < odd_first.logprobs.size(); ++i) {
+    EXPECT_EQ(odd_second.logprobs[i], odd_first.logprobs[i]) << "token " << i;
+  }
   // Turned off (serve --no-prefix-cache), every prompt is computed in full.
   Engine off(*l.model, l.tok, l.pool, {256, 2, 0, 512, 8, /*prefix_cache=*/false});
   drain(off, {off.submit(prompt, greedy(8))});

@@ -142,8 +142,10 @@ TEST(Scheduler, PreemptsTheLatestAdmittedAndRecomputesIt) {
   run(sched, kv, p);
   sched.finish(*a);
   p = sched.schedule();
-  EXPECT_EQ(b->n_computed, 32) << "its full blocks came back from the prefix cache";
-  EXPECT_EQ(planned(p, *b), 1);
+  // Its full blocks come back from the prefix cache but for the last, which would leave one
+  // token: at least two run as a chunk.
+  EXPECT_EQ(b->n_computed, 16);
+  EXPECT_EQ(planned(p, *b), 17);
   EXPECT_TRUE(p.items[0].logits);
 }
 

@@ -98,7 +98,9 @@ std::shared_ptr<RequestStream> Engine::submit(std::vector<int32_t> prompt, const
                      std::to_string(config_.parallel) + " sequences at once");
   }
   for (const int32_t t : prompt) {
-    if (t < 0 || t >= tok_.n_vocab()) throw UsageError("prompt token " + std::to_string(t) + " is outside the vocabulary");
+    if (t < 0 || t >= tok_.n_vocab()) {
+      throw UsageError("prompt token " + std::to_string(t) + " is outside the vocabulary");
+    }
   }
   sample::validate(p.sampling);
   auto req = std::make_shared<Request>();
@@ -151,6 +153,7 @@ bool Engine::step() {
     for (const auto& f : d->forks) finish(static_cast<Seq&>(*f), Finish::Cancelled);
     finish(static_cast<Seq&>(*d), Finish::Cancelled);
   }
+  bool split = false;
   if (!plan.items.empty()) {
     // Under activation sparsity a step's few decodes may run faster as one-token passes
     // (split_policy.h), prompt chunks as a batch of their own; each sequence then gets the
@@ -159,7 +162,7 @@ bool Engine::step() {
     for (const PlanItem& it : plan.items) (it.n == 1 && it.logits ? decodes : chunks).push_back(it);
     const auto n_decodes = static_cast<int64_t>(decodes.size());
     const bool sparse = ctx_.act_sparsity() != nullptr;
-    const bool split = sparse && split_.split(n_decodes);
+    split = sparse && split_.split(n_decodes);
     const Clock::time_point t0 = Clock::now();
     if (split) {
       for (const PlanItem& it : decodes) run_items({&it, 1});
@@ -170,12 +173,11 @@ bool Engine::step() {
     if (sparse && chunks.empty()) {
       split_.record(n_decodes, split, std::chrono::duration<double>(Clock::now() - t0).count());
     }
-    std::lock_guard lock(mu_);
-    metrics_.split_steps += split ? 1 : 0;
   }
   std::erase_if(live_, [](const std::shared_ptr<Seq>& s) { return s->done; });
   std::lock_guard lock(mu_);
   metrics_.steps += plan.items.empty() ? 0 : 1;
+  metrics_.split_steps += split ? 1 : 0;
   metrics_.preemptions += plan.n_preempted;
   metrics_.running = sched_.n_running();
   metrics_.waiting = sched_.n_waiting();

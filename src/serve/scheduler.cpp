@@ -89,22 +89,12 @@ Plan Scheduler::schedule() {
     release(*s);
     plan.dropped.push_back(std::move(s));
   };
-  for (auto it = running_.begin(); it != running_.end();) {
-    if ((*it)->cancelled) {
-      drop(*it);
-      it = running_.erase(it);
-    } else {
-      ++it;
-    }
-  }
-  for (auto it = waiting_.begin(); it != waiting_.end();) {
-    if ((*it)->cancelled) {
-      drop(*it);
-      it = waiting_.erase(it);
-    } else {
-      ++it;
-    }
-  }
+  auto drop_cancelled = [&](const std::shared_ptr<Sequence>& s) {
+    if (s->cancelled) drop(s);
+    return s->cancelled;
+  };
+  std::erase_if(running_, drop_cancelled);
+  std::erase_if(waiting_, drop_cancelled);
 
   int64_t budget = config_.batch_tokens;
   int64_t planned = 0;  // blocks the plan will take

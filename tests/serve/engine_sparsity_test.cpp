@@ -21,18 +21,22 @@ namespace {
 // Each generated token with its log-probability: equal floats mean the same arithmetic.
 using Tokens = std::vector<std::pair<int32_t, float>>;
 
-Tokens drain_one(Engine& e, const std::shared_ptr<RequestStream>& s) {
-  Tokens ids;
-  while (!s->done()) {
-    e.step();
-    while (auto ev = s->next(std::chrono::milliseconds(0))) {
-      for (const TokenInfo& t : ev->tokens) ids.push_back({t.id, t.logprob});
+// Steps the engine until every stream is done; each stream's tokens.
+std::vector<Tokens> drain(Engine& e, const std::vector<std::shared_ptr<RequestStream>>& streams) {
+  std::vector<Tokens> got(streams.size());
+  auto take = [&] {
+    bool done = true;
+    for (size_t i = 0; i < streams.size(); ++i) {
+      while (auto ev = streams[i]->next(std::chrono::milliseconds(0))) {
+        for (const TokenInfo& t : ev->tokens) got[i].push_back({t.id, t.logprob});
+      }
+      done = done && streams[i]->done();
     }
-  }
-  while (auto ev = s->next(std::chrono::milliseconds(0))) {
-    for (const TokenInfo& t : ev->tokens) ids.push_back({t.id, t.logprob});
-  }
-  return ids;
+    return done;
+  };
+  while (!take()) e.step();
+  take();
+  return got;
 }
 
 TEST(EngineSparsity, SplitStepsGiveEachSequenceItsTokensAlone) {
@@ -61,7 +65,7 @@ TEST(EngineSparsity, SplitStepsGiveEachSequenceItsTokensAlone) {
   for (const std::string& text_in : prompts) {
     Engine e(*m, tok, pool, {128, 1, 0, 64, 4});
     e.context().set_act_sparsity(&policy);
-    alone.push_back(drain_one(e, e.submit(tok.encode(text_in, false, false), p)));
+    alone.push_back(drain(e, {e.submit(tok.encode(text_in, false, false), p)})[0]);
     ASSERT_FALSE(alone.back().empty());
   }
   EngineConfig split{128, 3, 0, 64, 4};
@@ -70,21 +74,8 @@ TEST(EngineSparsity, SplitStepsGiveEachSequenceItsTokensAlone) {
   e.context().set_act_sparsity(&policy);
   std::vector<std::shared_ptr<RequestStream>> streams;
   for (const std::string& text_in : prompts) streams.push_back(e.submit(tok.encode(text_in, false, false), p));
-  std::vector<Tokens> got(prompts.size());
-  while (!(streams[0]->done() && streams[1]->done() && streams[2]->done())) {
-    e.step();
-    for (size_t i = 0; i < streams.size(); ++i) {
-      while (auto ev = streams[i]->next(std::chrono::milliseconds(0))) {
-        for (const TokenInfo& t : ev->tokens) got[i].push_back({t.id, t.logprob});
-      }
-    }
-  }
-  for (size_t i = 0; i < streams.size(); ++i) {
-    while (auto ev = streams[i]->next(std::chrono::milliseconds(0))) {
-      for (const TokenInfo& t : ev->tokens) got[i].push_back({t.id, t.logprob});
-    }
-    EXPECT_EQ(got[i], alone[i]) << "request " << i;
-  }
+  const std::vector<Tokens> got = drain(e, streams);
+  for (size_t i = 0; i < streams.size(); ++i) EXPECT_EQ(got[i], alone[i]) << "request " << i;
   EXPECT_GT(e.metrics().split_steps, 0);
 }
 

@@ -80,6 +80,12 @@ int cmd_bench(int argc, char** argv) {
   app.add_option("-n,--n-gen", bo.n_gen, "generated tokens, one tg test each; 0 = no tg test")
       ->delimiter(',')
       ->capture_default_str();
+  app.add_option("--parallel", bo.parallel,
+                 "sequences decoding at once in tg, one token each per step in one batch "
+                 "(as llama-batched-bench); one tg test per -n and value (e.g. 1,8); t/s counts "
+                 "the tokens of all of them")
+      ->delimiter(',')
+      ->capture_default_str();
   app.add_option("-r,--repetitions", bo.reps, "timed repetitions per test")->capture_default_str();
   app.add_option("-b,--batch", n_batch, "tokens per forward chunk in pp")
       ->capture_default_str()
@@ -121,7 +127,7 @@ int cmd_bench(int argc, char** argv) {
                        "context of " + std::to_string(n_ctx_train) + " tokens");
     }
     ThreadPool pool(n_threads);
-    model::Context ctx(*model, n_ctx, pool, n_batch);
+    model::Context ctx(*model, n_ctx, pool, n_batch, eval::bench_n_seq(tests));
     const auto sparsity = enable_act_sparsity(*model, act_sparsity, ctx, pool);
     eval::BenchReport rep =
         eval::make_report(*model, path, pool.size(), std::min(n_batch, n_ctx), n_ctx, bo.reps);

@@ -18,7 +18,9 @@ namespace squeeze::eval {
 using json = nlohmann::ordered_json;
 
 std::string BenchTest::name() const {
-  return (kind == BenchKind::Prompt ? "pp" : "tg") + std::to_string(n_tokens);
+  std::string s = (kind == BenchKind::Prompt ? "pp" : "tg") + std::to_string(n_tokens);
+  if (n_seq > 1) s.append("x").append(std::to_string(n_seq));
+  return s;
 }
 
 std::vector<BenchTest> bench_tests(const BenchOptions& opt) {
@@ -28,9 +30,13 @@ std::vector<BenchTest> bench_tests(const BenchOptions& opt) {
     if (n < 0) throw UsageError("-p must be >= 0, got " + std::to_string(n));
     if (n > 0) tests.push_back({BenchKind::Prompt, n});
   }
+  for (int64_t p : opt.parallel) {
+    if (p < 1) throw UsageError("--parallel must be >= 1, got " + std::to_string(p));
+  }
   for (int64_t n : opt.n_gen) {
     if (n < 0) throw UsageError("-n must be >= 0, got " + std::to_string(n));
-    if (n > 0) tests.push_back({BenchKind::Gen, n});
+    if (n == 0) continue;
+    for (int64_t p : opt.parallel) tests.push_back({BenchKind::Gen, n, p});
   }
   if (tests.empty()) throw UsageError("nothing to run: -p and -n are both 0");
   return tests;
@@ -39,6 +45,12 @@ std::vector<BenchTest> bench_tests(const BenchOptions& opt) {
 int64_t bench_ctx_size(const std::vector<BenchTest>& tests) {
   int64_t n = 1;
   for (const BenchTest& t : tests) n = std::max(n, t.n_tokens);
+  return n;
+}
+
+int64_t bench_n_seq(const std::vector<BenchTest>& tests) {
+  int64_t n = 1;
+  for (const BenchTest& t : tests) n = std::max(n, t.n_seq);
   return n;
 }
 
@@ -70,18 +82,32 @@ std::vector<int32_t> random_tokens(std::mt19937_64& rng, int64_t n, int64_t n_vo
   return t;
 }
 
-// One repetition from an empty context; returns the seconds spent in decode.
+// One repetition from empty sequences; returns the seconds spent in decode. tg with n_seq
+// sequences decodes one batch of n_seq tokens (one per sequence, logits of each) per step.
 double run_once(model::Context& ctx, const BenchTest& test, int64_t n_tokens,
                 std::mt19937_64& rng) {
-  const std::vector<int32_t> tokens = random_tokens(rng, n_tokens, ctx.model().hparams().n_vocab);
-  ctx.reset();
+  const std::vector<int32_t> tokens =
+      random_tokens(rng, n_tokens * test.n_seq, ctx.model().hparams().n_vocab);
+  for (int64_t s = 0; s < test.n_seq; ++s) ctx.reset(s);
   if (test.kind == BenchKind::Prompt) {
     const Timer timer;
     ctx.decode(tokens);
     return timer.seconds();
   }
+  if (test.n_seq == 1) {
+    const Timer timer;
+    for (size_t i = 0; i < tokens.size(); ++i) ctx.decode(std::span<const int32_t>(&tokens[i], 1));
+    return timer.seconds();
+  }
+  std::vector<model::Batch> steps(static_cast<size_t>(n_tokens));
+  for (int64_t i = 0; i < n_tokens; ++i) {
+    for (int64_t s = 0; s < test.n_seq; ++s) {
+      steps[i].add(tokens[i * test.n_seq + s], static_cast<int32_t>(i), static_cast<int32_t>(s),
+                   true);
+    }
+  }
   const Timer timer;
-  for (size_t i = 0; i < tokens.size(); ++i) ctx.decode(std::span<const int32_t>(&tokens[i], 1));
+  for (const model::Batch& b : steps) ctx.decode_batch(b);
   return timer.seconds();
 }
 
@@ -93,6 +119,10 @@ BenchResult run_bench(model::Context& ctx, const BenchTest& test, int reps, bool
     throw UsageError(test.name() + " needs a context of " + std::to_string(test.n_tokens) +
                      " tokens, the bench context has " + std::to_string(ctx.n_ctx()));
   }
+  if (test.n_seq > ctx.n_seq()) {
+    throw UsageError(test.name() + " needs " + std::to_string(test.n_seq) +
+                     " sequences, the bench context has " + std::to_string(ctx.n_seq()));
+  }
   std::mt19937_64 rng(seed);
   if (warmup) run_once(ctx, test, test.kind == BenchKind::Prompt ? test.n_tokens : 1, rng);
   BenchResult r;
@@ -100,7 +130,7 @@ BenchResult run_bench(model::Context& ctx, const BenchTest& test, int reps, bool
   for (int i = 0; i < reps; ++i) {
     const double s = run_once(ctx, test, test.n_tokens, rng);
     r.samples_s.push_back(s);
-    r.samples_ts.push_back(static_cast<double>(test.n_tokens) / std::max(s, 1e-12));
+    r.samples_ts.push_back(static_cast<double>(test.n_tokens * test.n_seq) / std::max(s, 1e-12));
   }
   const double n = static_cast<double>(r.samples_ts.size());
   r.avg_ts = std::accumulate(r.samples_ts.begin(), r.samples_ts.end(), 0.0) / n;
@@ -113,7 +143,8 @@ BenchResult run_bench(model::Context& ctx, const BenchTest& test, int reps, bool
   r.median_ts = sorted.size() % 2 ? sorted[mid] : (sorted[mid - 1] + sorted[mid]) / 2;
   const model::Model& m = ctx.model();
   if (test.kind == BenchKind::Gen) {
-    r.gb_per_s = gen_bytes_per_token(m) * r.avg_ts / 1e9;
+    // The weights are read once per step, for all the step's sequences.
+    r.gb_per_s = gen_bytes_per_token(m) * r.avg_ts / static_cast<double>(test.n_seq) / 1e9;
   } else {
     r.gflop_per_s = prompt_flop(m, test.n_tokens) / static_cast<double>(test.n_tokens) *
                     r.avg_ts / 1e9;
@@ -174,6 +205,7 @@ std::string report_json(const BenchReport& rep) {
     results.push_back({{"test", r.test.name()},
                        {"n_prompt", pp ? r.test.n_tokens : 0},
                        {"n_gen", pp ? 0 : r.test.n_tokens},
+                       {"n_seq", r.test.n_seq},
                        {"samples_s", r.samples_s},
                        {"samples_ts", r.samples_ts},
                        {"avg_ts", r.avg_ts},

@@ -19,22 +19,26 @@ enum class BenchKind { Prompt, Gen };
 struct BenchTest {
   BenchKind kind = BenchKind::Prompt;
   int64_t n_tokens = 0;
-  std::string name() const;  // "pp512", "tg128"
+  int64_t n_seq = 1;  // tg: sequences decoding at once, one token each per step (one batch)
+  std::string name() const;  // "pp512", "tg128", "tg128x8" (8 sequences)
 };
 
 struct BenchOptions {
   std::vector<int64_t> n_prompt = {512};  // one pp test per value; 0 = none
   std::vector<int64_t> n_gen = {128};     // one tg test per value; 0 = none
+  std::vector<int64_t> parallel = {1};    // sequences per tg test: one test per n_gen x value
   int reps = 5;
   bool warmup = true;
   uint64_t seed = 1234;                   // the random token ids (speed does not depend on them)
 };
 
 // The tests to run, pp first, in the order given; zeros dropped. Throws UsageError for
-// negative counts, reps < 1, or no test at all.
+// negative counts, parallel < 1, reps < 1, or no test at all.
 std::vector<BenchTest> bench_tests(const BenchOptions& opt);
-// KV cache capacity the tests need: their largest token count.
+// KV cache capacity the tests need per sequence: their largest token count.
 int64_t bench_ctx_size(const std::vector<BenchTest>& tests);
+// Sequences the tests need: their largest n_seq.
+int64_t bench_n_seq(const std::vector<BenchTest>& tests);
 
 // Counted work, from the model's shapes (see docs/BENCHMARKS.md).
 // Bytes of weight matrices read per generated token: Model::weight_bytes() (the 7 matrices of
@@ -50,11 +54,11 @@ double prompt_flop(const model::Model& m, int64_t n_tokens);
 struct BenchResult {
   BenchTest test;
   std::vector<double> samples_s;   // seconds per repetition
-  std::vector<double> samples_ts;  // tokens/s per repetition
+  std::vector<double> samples_ts;  // tokens/s per repetition (all sequences together)
   double avg_ts = 0;               // mean of samples_ts
   double stddev_ts = 0;            // sample standard deviation of samples_ts (0 for one rep)
   double median_ts = 0;
-  std::optional<double> gb_per_s;     // tg: gen_bytes_per_token * avg_ts / 1e9
+  std::optional<double> gb_per_s;     // tg: gen_bytes_per_token * avg_ts / n_seq / 1e9
   std::optional<double> gflop_per_s;  // pp: prompt_flop / n_tokens * avg_ts / 1e9
 };
 

@@ -104,13 +104,25 @@ void attend(const LayerPass& p, kv::KvCache& kv, const ChunkLayout& b) {
   const ops::AttentionShape shape{static_cast<int>(hp.n_head), static_cast<int>(hp.n_head_kv),
                                   static_cast<int>(hp.head_dim),
                                   1.0f / std::sqrt(static_cast<float>(hp.head_dim))};
+  // Every run's new K and V first; then the runs of one token (decodes) in one pass over all
+  // their (sequence, head) pairs, and each longer run (a prompt chunk) on its own.
+  s.decode_queries.clear();
   for (const SeqRun& r : b.runs) {
-    const int64_t len = static_cast<int64_t>(r.rows.size());
-    const ops::KvView view = kv.view(p.il, r.cells);
-    for (int64_t i = 0; i < len; ++i) {
+    for (size_t i = 0; i < r.rows.size(); ++i) {
       const int64_t row = r.rows[i];
       kv.store(p.il, r.cells[r.pos0 + i], s.k.data() + row * n_kv, s.v.data() + row * n_kv);
     }
+    if (r.rows.size() == 1) {
+      const int64_t row = r.rows.front();
+      s.decode_queries.push_back(
+          {s.q.data() + row * n_q, r.pos0, kv.view(p.il, r.cells), s.attn.data() + row * n_q});
+    }
+  }
+  if (!s.decode_queries.empty()) ops::attention_decode(shape, s.decode_queries, p.pool, s.att);
+  for (const SeqRun& r : b.runs) {
+    const int64_t len = static_cast<int64_t>(r.rows.size());
+    if (len == 1) continue;
+    const ops::KvView view = kv.view(p.il, r.cells);
     if (r.contiguous()) {
       const int64_t r0 = r.rows.front();
       ops::attention(shape, s.q.data() + r0 * n_q, len, r.pos0, view, s.attn.data() + r0 * n_q,

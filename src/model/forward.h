@@ -49,6 +49,7 @@ struct ForwardScratch {
   std::vector<int32_t> rope_pos;  // the positions rope_cs holds the angles of
   // A sequence's query rows and attention output gathered from an interleaved batch.
   std::vector<float> q_seq, attn_seq;
+  std::vector<ops::DecodeQuery> decode_queries;  // the chunk's one-token runs (attend)
   // Activation sparsity: the policy (null: dense), indices of the kept activations of one
   // token, kernel scratch, and counters of what was kept.
   const ActSparsity* sparsity = nullptr;

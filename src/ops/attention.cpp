@@ -25,6 +25,57 @@ void widen_key_blocks(const f16_t* k, int64_t stride, const int32_t* rows, int64
   }
 }
 
+namespace {
+
+// Each query row and head on its own (one parallel_for over all of them): the path of one
+// token, and of a batch where the widened path is not available.
+void attend_rows(const AttentionShape& shape, std::span<const DecodeQuery> rows, SumOrder order,
+                 ThreadPool& pool, AttentionScratch& scratch) {
+  const int hd = shape.head_dim;
+  const int group = shape.n_head / shape.n_head_kv;
+  const auto& f16k = formats::kernels(formats::DType::F16);
+  const AttentionKernels ak = attention_kernels(active_isa());
+  int64_t max_kv = 0;
+  for (const DecodeQuery& r : rows) {
+    assert(r.kv.row_stride >= static_cast<int64_t>(shape.n_head_kv) * hd && r.kv.n() > r.pos);
+    max_kv = std::max(max_kv, r.pos + 1);
+  }
+  // Per thread: scores [max_kv], q in half [hd], the 32 partial sums of P.V [32, hd], the
+  // scores in half [max_kv] (floats hold two halves: the half counts are rounded up).
+  const int64_t per_thread = max_kv + hd + 32 * hd + (max_kv + 1) / 2;
+  scratch.per_thread.resize(static_cast<size_t>(per_thread) * pool.size());
+  const int64_t n_units = static_cast<int64_t>(rows.size()) * shape.n_head;
+  pool.parallel_for(n_units, 1, [&](int64_t i0, int64_t i1, int ith) {
+    float* scores = scratch.per_thread.data() + ith * per_thread;
+    auto* q16 = reinterpret_cast<f16_t*>(scores + max_kv);
+    float* partial = scores + max_kv + hd;
+    auto* scores16 = reinterpret_cast<f16_t*>(partial + 32 * hd);
+    for (int64_t i = i0; i < i1; ++i) {
+      const DecodeQuery& r = rows[static_cast<size_t>(i / shape.n_head)];
+      const int h = static_cast<int>(i % shape.n_head);
+      const int hk = h / group;
+      const int64_t n_kv = r.pos + 1;  // causal: positions 0..pos
+      const int64_t kv_stride = r.kv.row_stride;
+      const int32_t* cells = r.kv.cells.data();  // position j's row: cells[j]
+      f16k.quantize_row(r.q + h * hd, q16, hd);
+      if (order == SumOrder::VecDotF16) {
+        ak.qk_f16(q16, r.kv.k + hk * hd, kv_stride, cells, n_kv, hd, shape.scale, scores);
+      } else {
+        for (int64_t j = 0; j < n_kv; ++j) {
+          scores[j] = shape.scale * ak.dot_f16(r.kv.k + cells[j] * kv_stride + hk * hd, q16, hd, order);
+        }
+      }
+      ak.softmax(scores, n_kv);
+      // llama.cpp multiplies V by the probabilities rounded to half floats.
+      f16k.quantize_row(scores, scores16, n_kv);
+      f16k.dequantize_row(scores16, scores, n_kv);
+      ak.pv(scores, r.kv.v + hk * hd, kv_stride, cells, n_kv, hd, order, partial, r.out + h * hd);
+    }
+  });
+}
+
+}  // namespace
+
 void attention(const AttentionShape& shape, const float* q, int64_t n_tokens, int64_t pos0,
                const KvView& kv, float* out, ThreadPool& pool, AttentionScratch& scratch) {
   const int hd = shape.head_dim;
@@ -131,36 +182,16 @@ void attention(const AttentionShape& shape, const float* q, int64_t n_tokens, in
     return;
   }
 
-  // Per thread: scores [n_ctx_used], q in half [hd], the 32 partial sums of P.V [32, hd],
-  // the scores in half [n_ctx_used] (floats hold two halves: the half counts are rounded up).
-  const int64_t per_thread = n_ctx_used + hd + 32 * hd + (n_ctx_used + 1) / 2;
-  scratch.per_thread.resize(static_cast<size_t>(per_thread) * pool.size());
-  pool.parallel_for(n_tokens * shape.n_head, 1, [&](int64_t i0, int64_t i1, int ith) {
-    float* scores = scratch.per_thread.data() + ith * per_thread;
-    auto* q16 = reinterpret_cast<f16_t*>(scores + n_ctx_used);
-    float* partial = scores + n_ctx_used + hd;
-    auto* scores16 = reinterpret_cast<f16_t*>(partial + 32 * hd);
-    for (int64_t i = i0; i < i1; ++i) {
-      const int64_t t = i / shape.n_head;
-      const int h = static_cast<int>(i % shape.n_head);
-      const int hk = h / group;
-      const int64_t n_kv = pos0 + t + 1;  // causal: positions 0..pos0+t
-      f16k.quantize_row(q + t * q_stride + h * hd, q16, hd);
-      if (order == SumOrder::VecDotF16) {
-        ak.qk_f16(q16, k + hk * hd, kv_stride, cells, n_kv, hd, shape.scale, scores);
-      } else {
-        for (int64_t j = 0; j < n_kv; ++j) {
-          scores[j] = shape.scale * ak.dot_f16(k + cells[j] * kv_stride + hk * hd, q16, hd, order);
-        }
-      }
-      ak.softmax(scores, n_kv);
-      // llama.cpp multiplies V by the probabilities rounded to half floats.
-      f16k.quantize_row(scores, scores16, n_kv);
-      f16k.dequantize_row(scores16, scores, n_kv);
-      ak.pv(scores, v + hk * hd, kv_stride, cells, n_kv, hd, order, partial,
-            out + t * q_stride + h * hd);
-    }
-  });
+  std::vector<DecodeQuery> rows(static_cast<size_t>(n_tokens));
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    rows[t] = {q + t * q_stride, pos0 + t, kv, out + t * q_stride};
+  }
+  attend_rows(shape, rows, order, pool, scratch);
+}
+
+void attention_decode(const AttentionShape& shape, std::span<const DecodeQuery> queries,
+                      ThreadPool& pool, AttentionScratch& scratch) {
+  attend_rows(shape, queries, SumOrder::VecDotF16, pool, scratch);
 }
 
 }  // namespace squeeze::ops

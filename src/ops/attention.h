@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "core/fp16.h"
@@ -32,5 +33,18 @@ struct AttentionShape {
 // order (tinyBLAS for a batch, ggml_vec_dot_f16 for one token).
 void attention(const AttentionShape& shape, const float* q, int64_t n_tokens, int64_t pos0,
                const KvView& kv, float* out, ThreadPool& pool, AttentionScratch& scratch);
+
+// One token of each of several sequences (a decode step of a batch): query q ([n_head *
+// head_dim]) at position pos over its sequence's cache kv (cells 0..pos filled), into out. The
+// same sums as attention() with n_tokens = 1 for each, in one parallel pass over every
+// (query, head).
+struct DecodeQuery {
+  const float* q = nullptr;
+  int64_t pos = 0;
+  KvView kv;
+  float* out = nullptr;
+};
+void attention_decode(const AttentionShape& shape, std::span<const DecodeQuery> queries,
+                      ThreadPool& pool, AttentionScratch& scratch);
 
 }  // namespace squeeze::ops

@@ -134,6 +134,40 @@ TEST(Attention, ScatteredCellsGiveTheBitsOfContiguousRows) {
   }
 }
 
+// A decode step of several sequences (different lengths, own caches) in one pass: each
+// query's output has the bits of attention() on that sequence alone.
+TEST(Attention, DecodeOfManySequencesEqualsEachAlone) {
+  const AttentionShape shape{9, 3, 64, 0.125f};
+  const int64_t kv_row = 3 * 64, q_row = 9 * 64;
+  const std::vector<int64_t> positions = {0, 5, 16, 31, 100, 257, 3};
+  std::vector<std::vector<f16_t>> ks, vs;
+  std::vector<std::vector<int32_t>> cells;
+  for (size_t s = 0; s < positions.size(); ++s) {
+    const int64_t n = positions[s] + 1;
+    const auto kf = randn(n * kv_row, 20 + s), vf = randn(n * kv_row, 40 + s);
+    ks.emplace_back(n * kv_row);
+    vs.emplace_back(n * kv_row);
+    for (size_t i = 0; i < kf.size(); ++i) ks[s][i] = f32_to_f16(kf[i]), vs[s][i] = f32_to_f16(vf[i]);
+    cells.emplace_back(n);
+    for (int64_t j = 0; j < n; ++j) cells[s][j] = static_cast<int32_t>(j);
+  }
+  const auto q = randn(static_cast<int64_t>(positions.size()) * q_row, 7);
+  ThreadPool pool(2);
+  AttentionScratch scratch;
+  std::vector<float> want(q.size()), got(q.size(), -1.0f);
+  std::vector<DecodeQuery> queries;
+  for (size_t s = 0; s < positions.size(); ++s) {
+    const KvView kv{ks[s].data(), vs[s].data(), kv_row, cells[s]};
+    attention(shape, q.data() + s * q_row, 1, positions[s], kv, want.data() + s * q_row, pool,
+              scratch);
+    queries.push_back({q.data() + s * q_row, positions[s], kv, got.data() + s * q_row});
+  }
+  attention_decode(shape, queries, pool, scratch);
+  for (size_t i = 0; i < want.size(); ++i) {
+    ASSERT_EQ(got[i], want[i]) << "sequence " << i / q_row << ", output " << i % q_row;
+  }
+}
+
 TEST(Matmul, EqualsDequantizedFloatProduct) {
   using formats::DType;
   for (DType type : {DType::F32, DType::F16, DType::Q8_0, DType::Q4_1, DType::Q4_0}) {

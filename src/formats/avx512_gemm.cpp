@@ -7,6 +7,9 @@
 //    256-bit code, and 32 registers hold a 4 x 4 tile without spilling.
 // The sq formats' tiles are in avx512_sq.cpp.
 // Called only after cpu_has_avx512() (core/cpu.h).
+#include <type_traits>
+#include <vector>
+
 #include "formats/avx512_util.h"
 #include "formats/blocks.h"
 #include "formats/format.h"
@@ -128,12 +131,28 @@ inline void tile(int64_t nb, const uint8_t* w, size_t ws, const uint8_t* x, size
 
 constexpr int kRowsInOrder[8] = {0, 1, 2, 3, 4, 5, 6, 7};
 
+// The activation blocks' scales as floats, converted once per call for every row: token t's
+// d of block i at [2 t nb + i], Q8_1's s at [2 t nb + nb + i].
+template <typename X>
+void token_scales(int64_t nb, const uint8_t* x, size_t xs, int64_t n_tokens, float* out) {
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    const X* xt = reinterpret_cast<const X*>(x + t * xs);
+    float* d = out + 2 * t * nb;
+    for (int64_t i = 0; i < nb; ++i) {
+      d[i] = half_to_float(xt[i].d);
+      if constexpr (std::is_same_v<X, BlockQ8_1>) d[nb + i] = half_to_float(xt[i].s);
+    }
+  }
+}
+
 // 8 rows x RN tokens (decode: RN = 1; a decode step of a few sequences: RN <= 4) in vec_dot's
 // lane order, the rows' scales (and Q4_1's mins) gathered once for all RN tokens, the weights
-// prefetched. Each output sums exactly as with RN = 1.
+// prefetched; xf: the tokens' scales (token_scales). Each output sums exactly as with RN = 1.
+// The rows go by in two halves of four, so that the 4 x RN accumulators, the mins and a half's
+// codes and scales stay in registers.
 template <typename R, int RN>
-inline void gemv8(int64_t nb, const uint8_t* w, size_t ws, const uint8_t* x, size_t xs, float* y,
-                  int64_t ys) {
+inline void gemv8(int64_t nb, const uint8_t* w, size_t ws, const uint8_t* x, size_t xs,
+                  const float* xf, float* y, int64_t ys) {
   using W = typename R::W;
   using X = typename R::X;
   const W* wr[8];
@@ -156,22 +175,27 @@ inline void gemv8(int64_t nb, const uint8_t* w, size_t ws, const uint8_t* x, siz
     prefetch.at(i);
     __m256i raw;
     const __m512 d16 = _mm512_castps256_ps512(gather_halves(w + i * sizeof(W), offs, &raw));
-    __m512 d[4];
-    for (int p = 0; p < 4; ++p) d[p] = _mm512_permutexvar_ps(spread[p], d16);
-    R rows[4];
-    for (int p = 0; p < 4; ++p) rows[p].load_codes(wr[2 * p][i], wr[2 * p + 1][i]);
-    for (int t = 0; t < RN; ++t) {
-      const __m512i y2 = _mm512_broadcast_i64x4(load32(xr[t][i].qs));
-      const __m512 dx = _mm512_set1_ps(half_to_float(xr[t][i].d));
-      for (int p = 0; p < 4; ++p) {
-        acc[p][t] = _mm512_fmadd_ps(_mm512_mul_ps(d[p], dx), dot_lanes(rows[p].u, rows[p].act(y2)),
-                                    acc[p][t]);
-      }
-    }
     if constexpr (R::kHasMin) {  // m is the half after d: the high 16 bits of each gathered word
       const __m256 m8 = _mm256_cvtph_ps(_mm256_cvtepi32_epi16(_mm256_srli_epi32(raw, 16)));
       for (int t = 0; t < RN; ++t) {
-        mins8[t] = _mm256_add_ps(mins8[t], _mm256_mul_ps(m8, _mm256_set1_ps(half_to_float(xr[t][i].s))));
+        mins8[t] = _mm256_add_ps(mins8[t], _mm256_mul_ps(m8, _mm256_set1_ps(xf[2 * t * nb + nb + i])));
+      }
+    }
+    for (int half = 0; half < 2; ++half) {
+      __m512 d[2];
+      R rows[2];
+      for (int q = 0; q < 2; ++q) {
+        const int p = 2 * half + q;
+        d[q] = _mm512_permutexvar_ps(spread[p], d16);
+        rows[q].load_codes(wr[2 * p][i], wr[2 * p + 1][i]);
+      }
+      for (int t = 0; t < RN; ++t) {
+        const __m512i y2 = _mm512_broadcast_i64x4(load32(xr[t][i].qs));
+        const __m512 dx = _mm512_set1_ps(xf[2 * t * nb + i]);
+        for (int q = 0; q < 2; ++q) {
+          __m512& a = acc[2 * half + q][t];
+          a = _mm512_fmadd_ps(_mm512_mul_ps(d[q], dx), dot_lanes(rows[q].u, rows[q].act(y2)), a);
+        }
       }
     }
   }
@@ -202,17 +226,22 @@ void gemm_lanes(int64_t n, const void* w, size_t ws, int64_t n_rows, const void*
   int64_t r = 0;
   if (n_tokens < kBatchGroup) {
     // Decode, or a step of a few sequences: 8 rows at a time stream by once for up to 4 tokens.
+    thread_local std::vector<float> scales;
+    scales.resize(static_cast<size_t>(2 * nb * n_tokens));
+    token_scales<typename R::X>(nb, xb, xs, n_tokens, scales.data());
     for (; r + 8 <= n_rows; r += 8) {
       int64_t t = 0;
       for (; t + 4 <= n_tokens; t += 4) {
-        gemv8<R, 4>(nb, wb + r * ws, ws, xb + t * xs, xs, y + t * ys + r, ys);
+        gemv8<R, 4>(nb, wb + r * ws, ws, xb + t * xs, xs, scales.data() + 2 * t * nb,
+                    y + t * ys + r, ys);
       }
       const uint8_t* xt = xb + t * xs;
+      const float* ft = scales.data() + 2 * t * nb;
       float* yt = y + t * ys + r;
       switch (n_tokens - t) {
-        case 3: gemv8<R, 3>(nb, wb + r * ws, ws, xt, xs, yt, ys); break;
-        case 2: gemv8<R, 2>(nb, wb + r * ws, ws, xt, xs, yt, ys); break;
-        case 1: gemv8<R, 1>(nb, wb + r * ws, ws, xt, xs, yt, ys); break;
+        case 3: gemv8<R, 3>(nb, wb + r * ws, ws, xt, xs, ft, yt, ys); break;
+        case 2: gemv8<R, 2>(nb, wb + r * ws, ws, xt, xs, ft, yt, ys); break;
+        case 1: gemv8<R, 1>(nb, wb + r * ws, ws, xt, xs, ft, yt, ys); break;
         default: break;
       }
     }

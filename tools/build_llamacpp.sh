@@ -7,8 +7,8 @@
 #   tools/build_llamacpp.sh [TARGET ...]       default targets: llama-bench llama-perplexity
 #   LLAMACPP_ISA=avx2 tools/build_llamacpp.sh  AVX2 + FMA + F16C only (the fixtures' build),
 #                                              into tools/.llamacpp/build-avx2
-# The target llama-hellaswag-scores is ours (tools/llama_hellaswag_scores.cpp), linked against
-# the tree's libraries.
+# The targets llama-hellaswag-scores and llama-greedy are ours (tools/llama_hellaswag_scores.cpp,
+# tools/llama_greedy.cpp), linked against the tree's libraries.
 # Prints the bin folder on stdout. About 10 minutes on 2 cores; a finished build is reused.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -47,20 +47,23 @@ cmake -S "$src" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DLLAMA_CURL=OFF
   -DBUILD_SHARED_LIBS=OFF "${flags[@]}" >&2
 ours=() theirs=()
 for t in "${targets[@]}"; do
-  if [[ "$t" == llama-hellaswag-scores ]]; then ours+=("$t"); else theirs+=("$t"); fi
+  case "$t" in
+    llama-hellaswag-scores|llama-greedy) ours+=("$t") ;;
+    *) theirs+=("$t") ;;
+  esac
 done
 ((${#ours[@]})) && theirs+=(llama-common llama)
 ninja -C "$build" -j "$(nproc)" "${theirs[@]}" >&2
-if ((${#ours[@]})); then
-  tool="$root/tools/llama_hellaswag_scores.cpp"
-  if [[ ! "$build/bin/llama-hellaswag-scores" -nt "$tool" ]]; then
+for t in "${ours[@]}"; do
+  tool="$root/tools/${t//-/_}.cpp"
+  if [[ ! "$build/bin/$t" -nt "$tool" ]]; then
     mkdir -p "$build/bin"
     g++ -O2 -std=c++17 -I"$src/include" -I"$src/common" -I"$src/ggml/include" -I"$src/vendor" \
-      "$tool" -o "$build/bin/llama-hellaswag-scores" \
+      "$tool" -o "$build/bin/$t" \
       "$build"/common/libllama-common.a "$build"/common/libllama-common-base.a \
       "$build"/vendor/cpp-httplib/libcpp-httplib.a "$build"/src/libllama.a \
       "$build"/ggml/src/libggml.a "$build"/ggml/src/libggml-cpu.a "$build"/ggml/src/libggml-base.a \
       -fopenmp -lpthread -ldl -lssl -lcrypto >&2
   fi
-fi
+done
 echo "$build/bin"

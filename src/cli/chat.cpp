@@ -31,7 +31,7 @@ int cmd_chat(int argc, char** argv) {
     const tokenizer::Tokenizer& tok = g.tokenizer();
     model::Context& ctx = g.context();
     sample::Sampler& sampler = g.sampler();
-    const auto tmpl = tokenizer::ChatTemplate::from_jinja(tok.vocab().chat_template);
+    const auto tmpl = tokenizer::ChatTemplate::for_model(tok.vocab().chat_template, g.model().hparams().arch);
 
     std::vector<tokenizer::ChatMessage> history;
     if (!system.empty()) history.push_back({"system", system});

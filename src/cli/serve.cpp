@@ -65,7 +65,10 @@ int cmd_serve(int argc, char** argv) {
     const auto model = model::Model::load(path);
     const tokenizer::Tokenizer tok(tokenizer::read_vocab(model->file()));
     std::optional<tokenizer::ChatTemplate> tmpl;
-    if (!tok.vocab().chat_template.empty()) tmpl = tokenizer::ChatTemplate::from_jinja(tok.vocab().chat_template);
+    const std::string& arch = model->hparams().arch;
+    if (!tok.vocab().chat_template.empty() || arch.starts_with("gemma")) {
+      tmpl = tokenizer::ChatTemplate::for_model(tok.vocab().chat_template, arch);
+    }
     ThreadPool pool(mo.resolved_threads());
     ec.n_ctx = mo.n_ctx;
     if (ec.kv_tokens == 0) ec.kv_tokens = mo.n_ctx * ec.parallel;

@@ -513,6 +513,9 @@ SparsifyResult calibrate_sparsity(const model::Model& m, const tokenizer::Tokeni
                                   ThreadPool& pool) {
   check_options(opts);
   const model::HParams& hp = m.hparams();
+  if (opts.method == Method::Cats && hp.ffn_act != model::HParams::FfnAct::Silu) {
+    throw UsageError("CATS thresholds SiLU(gate); this model's MLP is not SwiGLU (use TEAL)");
+  }
   if (opts.ctx > hp.n_ctx_train) {
     throw UsageError("the calibration context " + std::to_string(opts.ctx) + " exceeds the model's " +
                      std::to_string(hp.n_ctx_train) + " tokens");

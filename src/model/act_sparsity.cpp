@@ -92,6 +92,10 @@ ActSparsity::ActSparsity(const Model& m, sparsity::ThresholdTable table, double 
                          bool column_layouts)
     : table_(std::move(table)) {
   const HParams& hp = m.hparams();
+  if (table_.method != sparsity::Method::Teal && hp.ffn_act != HParams::FfnAct::Silu) {
+    throw UsageError(m.file().path() + ": its sparsity table cuts the MLP by SiLU(gate), and "
+                     "this model's MLP is not SwiGLU");
+  }
   if (table_.n_layer != hp.n_layer) {
     throw FormatError(m.file().path() + ": the sparsity table has " +
                       std::to_string(table_.n_layer) + " layers, the model " +

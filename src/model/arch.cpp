@@ -2,13 +2,14 @@
 
 #include <cctype>
 
+#include "model/gemma3.h"
 #include "model/llama.h"
 
 namespace squeeze::model {
 
 namespace {
 
-const Arch* const kArchs[] = {&kLlamaArch};
+const Arch* const kArchs[] = {&kLlamaArch, &kGemma3Arch};
 
 }  // namespace
 

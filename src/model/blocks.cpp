@@ -46,7 +46,7 @@ void mlp_dense(const LayerPass& p) {
               s.xn.data(), p.n, p.hp.n_embd, p.pool, s.mm);
   for (const ops::WeightView* w : {&p.L.ffn_gate, &p.L.ffn_up}) p.count(dense_bytes(*w), dense_bytes(*w));
   p.emit(names::kFfnGate, s.gate.data(), n_ff);
-  ops::swiglu(s.gate.data(), s.up.data(), p.n * n_ff, s.gate.data());
+  gated_act(p.hp, s.gate.data(), s.up.data(), p.n * n_ff, s.gate.data());
   p.emit(names::kFfnAct, s.gate.data(), n_ff);
   p.matmul(p.L.ffn_down, s.gate.data(), s.proj.data());
 }
@@ -69,6 +69,20 @@ void rms_norm_rows(const LayerPass& p, const float* x, const float* w, float* ou
   }
 }
 
+void rms_norm_heads(const LayerPass& p, float* x, int64_t n_heads, const float* w) {
+  const int64_t hd = p.hp.head_dim;
+  for (int64_t r = 0; r < p.n * n_heads; ++r) {
+    ops::rms_norm(x + r * hd, w, hd, p.hp.rms_eps, x + r * hd);
+  }
+}
+
+void gated_act(const HParams& hp, const float* gate, const float* up, int64_t n, float* out) {
+  switch (hp.ffn_act) {
+    case HParams::FfnAct::Silu: ops::swiglu(gate, up, n, out); return;
+    case HParams::FfnAct::GeluTanh: ops::geglu(gate, up, n, out); return;
+  }
+}
+
 void add_rows(const LayerPass& p, float* x, const float* y) {
   for (int64_t i = 0; i < p.n * p.hp.n_embd; ++i) x[i] += y[i];
 }
@@ -78,14 +92,19 @@ void rope_qk(const LayerPass& p, const ChunkLayout& b) {
   ForwardScratch& s = p.s;
   const int64_t n_q = hp.n_head * hp.head_dim;
   const int64_t n_kv = hp.n_head_kv * hp.head_dim;
-  const ops::Rope rope(static_cast<int>(hp.n_rot), hp.rope_freq_base, hp.rope_layout);
-  if (!std::equal(b.pos.begin(), b.pos.end(), s.rope_pos.begin(), s.rope_pos.end())) {
-    s.rope_cs.resize(static_cast<size_t>(p.n * hp.n_rot));
-    for (int64_t t = 0; t < p.n; ++t) rope.angles(b.pos[t], s.rope_cs.data() + t * hp.n_rot);
-    s.rope_pos.assign(b.pos.begin(), b.pos.end());
+  const float base = hp.is_swa(p.il) ? hp.rope_freq_base_swa : hp.rope_freq_base;
+  const ops::Rope rope(static_cast<int>(hp.n_rot), base, hp.rope_layout);
+  // The angles for this base: its slot, or the other one (two bases at most: local, global).
+  ForwardScratch::RopeAngles& a =
+      s.rope[0].base == base || s.rope[0].pos.empty() ? s.rope[0] : s.rope[1];
+  if (a.base != base || !std::equal(b.pos.begin(), b.pos.end(), a.pos.begin(), a.pos.end())) {
+    a.cs.resize(static_cast<size_t>(p.n * hp.n_rot));
+    for (int64_t t = 0; t < p.n; ++t) rope.angles(b.pos[t], a.cs.data() + t * hp.n_rot);
+    a.pos.assign(b.pos.begin(), b.pos.end());
+    a.base = base;
   }
   for (int64_t t = 0; t < p.n; ++t) {
-    const float* cs = s.rope_cs.data() + t * hp.n_rot;
+    const float* cs = a.cs.data() + t * hp.n_rot;
     rope.rotate(s.q.data() + t * n_q, static_cast<int>(hp.n_head), static_cast<int>(hp.head_dim),
                 cs);
     rope.rotate(s.k.data() + t * n_kv, static_cast<int>(hp.n_head_kv),
@@ -101,9 +120,10 @@ void attend(const LayerPass& p, kv::KvCache& kv, const ChunkLayout& b) {
   ForwardScratch& s = p.s;
   const int64_t n_q = hp.n_head * hp.head_dim;
   const int64_t n_kv = hp.n_head_kv * hp.head_dim;
-  const ops::AttentionShape shape{static_cast<int>(hp.n_head), static_cast<int>(hp.n_head_kv),
-                                  static_cast<int>(hp.head_dim),
-                                  1.0f / std::sqrt(static_cast<float>(hp.head_dim))};
+  const ops::AttentionShape shape{
+      static_cast<int>(hp.n_head), static_cast<int>(hp.n_head_kv), static_cast<int>(hp.head_dim),
+      hp.attn_scale > 0 ? hp.attn_scale : 1.0f / std::sqrt(static_cast<float>(hp.head_dim)),
+      hp.is_swa(p.il) ? hp.n_swa : 0};
   // Every run's new K and V first; then the runs of one token (decodes) in one pass over all
   // their (sequence, head) pairs, and each longer run (a prompt chunk) on its own.
   s.decode_queries.clear();

@@ -59,13 +59,18 @@ struct LayerPass {
 struct LayerBlocks {
   void (*qkv)(const LayerPass& p);          // s.xn -> s.q, s.k, s.v
   void (*attn_output)(const LayerPass& p);  // s.attn -> s.proj
-  void (*mlp)(const LayerPass& p);          // SwiGLU MLP: s.xn -> s.proj (emits ffn_gate, ffn_act)
+  void (*mlp)(const LayerPass& p);          // gated MLP: s.xn -> s.proj (emits ffn_gate, ffn_act)
 };
 // The variants for `policy` (null: dense).
 const LayerBlocks& layer_blocks(const ActSparsity* policy);
 
 // out[t] = rms_norm(x[t]) * w for the chunk's tokens (rows of n_embd).
 void rms_norm_rows(const LayerPass& p, const float* x, const float* w, float* out);
+// RMS norm of each head (head_dim values) of the chunk's rows of n_heads heads, in place, with
+// the head norm's weights w [head_dim] (QK-norm).
+void rms_norm_heads(const LayerPass& p, float* x, int64_t n_heads, const float* w);
+// out = act(gate) * up over n values, act the architecture's (HParams::ffn_act).
+void gated_act(const HParams& hp, const float* gate, const float* up, int64_t n, float* out);
 // x += y over the chunk's rows of n_embd.
 void add_rows(const LayerPass& p, float* x, const float* y);
 // RoPE on s.q and s.k at the layout's positions (angles cached in s for the chunk); emits q, k, v.

@@ -30,8 +30,13 @@ ForwardScratch::ForwardScratch(const HParams& hp, int64_t n_batch_)
 
 void embed(const Model& m, std::span<const int32_t> tokens, float* x) {
   const int64_t n_embd = m.hparams().n_embd;
+  const float scale = m.hparams().embd_scale;
   for (size_t t = 0; t < tokens.size(); ++t) {
-    ops::dequantize_row(m.token_embd, tokens[t], x + static_cast<int64_t>(t) * n_embd);
+    float* row = x + static_cast<int64_t>(t) * n_embd;
+    ops::dequantize_row(m.token_embd, tokens[t], row);
+    if (scale != 1.0f) {
+      for (int64_t i = 0; i < n_embd; ++i) row[i] *= scale;
+    }
   }
 }
 

@@ -3,6 +3,7 @@
 // Context (context.h) drives it for decoding; calibration runs its layers one at a time.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <span>
@@ -43,10 +44,15 @@ struct ForwardScratch {
   std::vector<float> proj;     // [n_batch, n_embd] output of wo / ffn_down
   ops::MatmulScratch mm;
   ops::AttentionScratch att;
-  // The rotary angles of the chunk's positions (ops::Rope::angles, n_rot floats each): computed
-  // by the first layer of a chunk, reused by the others.
-  std::vector<float> rope_cs;
-  std::vector<int32_t> rope_pos;  // the positions rope_cs holds the angles of
+  // The rotary angles of the chunk's positions (ops::Rope::angles, n_rot floats each) for each
+  // rope base the layers use (local and global layers may differ): computed by the first layer
+  // of a chunk with that base, reused by the others.
+  struct RopeAngles {
+    float base = 0;
+    std::vector<int32_t> pos;  // the positions cs holds the angles of
+    std::vector<float> cs;
+  };
+  std::array<RopeAngles, 2> rope;
   // A sequence's query rows and attention output gathered from an interleaved batch.
   std::vector<float> q_seq, attn_seq;
   std::vector<ops::DecodeQuery> decode_queries;  // the chunk's one-token runs (attend)

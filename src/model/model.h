@@ -29,6 +29,18 @@ struct HParams {
   float rope_freq_base = 10000.0f;
   float rms_eps = 1e-5f;
   ops::RopeLayout rope_layout = ops::RopeLayout::Norm;
+  // The gated MLP's activation: silu (SwiGLU: llama, qwen) or tanh GELU (GeGLU: gemma).
+  enum class FfnAct { Silu, GeluTanh } ffn_act = FfnAct::Silu;
+  float embd_scale = 1.0f;   // the embedding rows are multiplied by it (gemma: sqrt(n_embd))
+  float attn_scale = 0.0f;   // q.k scale; 0: 1/sqrt(head_dim)
+  // Sliding-window (local) attention: layers with swa_layer[il] see the n_swa positions up to
+  // their own, with the rope base rope_freq_base_swa; the others see every position.
+  int64_t n_swa = 0;
+  std::vector<uint8_t> swa_layer;  // [n_layer], empty: no local layers
+  float rope_freq_base_swa = 10000.0f;
+  bool is_swa(int64_t il) const {
+    return n_swa > 0 && static_cast<size_t>(il) < swa_layer.size() && swa_layer[il] != 0;
+  }
 };
 
 struct LayerWeights {
@@ -41,6 +53,11 @@ struct LayerWeights {
   ops::WeightView ffn_gate;          // [n_embd] -> [n_ff]
   ops::WeightView ffn_up;            // [n_embd] -> [n_ff]
   ops::WeightView ffn_down;          // [n_ff] -> [n_embd]
+  // Present in some architectures only (null otherwise).
+  const float* attn_q_norm = nullptr;     // [head_dim] RMS norm of each query head (QK-norm)
+  const float* attn_k_norm = nullptr;     // [head_dim] RMS norm of each key head
+  const float* attn_post_norm = nullptr;  // [n_embd] RMS norm of the attention block's output
+  const float* ffn_post_norm = nullptr;   // [n_embd] RMS norm of the MLP's output
 };
 
 class Model {

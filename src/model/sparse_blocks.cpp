@@ -135,7 +135,7 @@ bool mlp_teal_by_neurons(const LayerPass& p, int64_t kept) {
     kernel(layer.gate_up, ffn_input, 0, n_kb, n0, n1, s.fused.data(), scratch);
     kernel(layer.gate_up, ffn_input, 0, n_kb, n_ff + n0, n_ff + n1, s.fused.data(), scratch);
     float* act = s.gate.data();
-    ops::swiglu(s.fused.data() + n0, s.fused.data() + n_ff + n0, n1 - n0, act + n0);
+    gated_act(p.hp, s.fused.data() + n0, s.fused.data() + n_ff + n0, n1 - n0, act + n0);
     int32_t* idx = s.ffn_idx.data() + n0;
     const int64_t k = apply_threshold(act + n0, n1 - n0, t_act, idx);
     for (int64_t i = 0; i < k; ++i) idx[i] += static_cast<int32_t>(n0);
@@ -192,7 +192,7 @@ void mlp_teal(const LayerPass& p) {
   sparse_products(p, {{&layer.gate, &p.L.ffn_gate, s.gate.data()}, {&layer.up, &p.L.ffn_up, s.up.data()}},
                   s.xn.data(), n_embd, kept_in, &layer.gate_up);
   p.emit(names::kFfnGate, s.gate.data(), n_ff);
-  ops::swiglu(s.gate.data(), s.up.data(), p.n * n_ff, s.gate.data());
+  gated_act(p.hp, s.gate.data(), s.up.data(), p.n * n_ff, s.gate.data());
   p.emit(names::kFfnAct, s.gate.data(), n_ff);
   const int64_t kept_act = sparsify(p, s.gate.data(), n_ff, sparsity::kFfnAct);
   sparse_products(p, {{&layer.down, &p.L.ffn_down, s.proj.data()}}, s.gate.data(), n_ff, kept_act);
@@ -241,7 +241,7 @@ void mlp_gate_cut(const LayerPass& p) {
       s.gate[i] = s.gate[i] > 0.0f ? s.gate[i] * s.up[i] : 0.0f;
     }
   } else {
-    ops::swiglu(s.gate.data(), s.up.data(), n * n_ff, s.gate.data());
+    gated_act(p.hp, s.gate.data(), s.up.data(), n * n_ff, s.gate.data());
   }
   p.emit(names::kFfnAct, s.gate.data(), n_ff);
   sparse_products(p, {{&layer.down, &L.ffn_down, s.proj.data()}}, s.gate.data(), n_ff, kept);

@@ -54,9 +54,11 @@ void attend_rows(const AttentionShape& shape, std::span<const DecodeQuery> rows,
       const DecodeQuery& r = rows[static_cast<size_t>(i / shape.n_head)];
       const int h = static_cast<int>(i % shape.n_head);
       const int hk = h / group;
-      const int64_t n_kv = r.pos + 1;  // causal: positions 0..pos
+      // causal, and within the window: positions lo..pos
+      const int64_t lo = shape.window > 0 ? std::max<int64_t>(0, r.pos + 1 - shape.window) : 0;
+      const int64_t n_kv = r.pos + 1 - lo;
       const int64_t kv_stride = r.kv.row_stride;
-      const int32_t* cells = r.kv.cells.data();  // position j's row: cells[j]
+      const int32_t* cells = r.kv.cells.data() + lo;  // position lo + j's row: cells[j]
       f16k.quantize_row(r.q + h * hd, q16, hd);
       if (order == SumOrder::VecDotF16) {
         ak.qk_f16(q16, r.kv.k + hk * hd, kv_stride, cells, n_kv, hd, shape.scale, scores);
@@ -167,9 +169,13 @@ void attention(const AttentionShape& shape, const float* q, int64_t n_tokens, in
         }
         for (int j = 0; j < n_tok; ++j) {
           float* st = scores + j * n_q * n_ctx_used;
+          // With a window, the positions before it get probability 0 (their products add 0).
+          const int64_t lo =
+              shape.window > 0 ? std::max<int64_t>(0, n_kv[j] - shape.window) : 0;
           for (int h = 0; h < n_q; ++h) {
             float* sh = st + h * n_ctx_used;
-            ak.softmax(sh, n_kv[j]);
+            ak.softmax(sh + lo, n_kv[j] - lo);
+            std::fill_n(sh, lo, 0.0f);
             // llama.cpp multiplies V by the probabilities rounded to half floats.
             f16k.quantize_row(sh, half, n_kv[j]);
             f16k.dequantize_row(half, sh, n_kv[j]);

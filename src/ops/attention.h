@@ -21,10 +21,13 @@ struct AttentionShape {
   int n_head_kv = 0;   // n_head is a multiple of n_head_kv (GQA groups share K/V)
   int head_dim = 0;
   float scale = 0;     // usually 1/sqrt(head_dim)
+  // Sliding-window attention: a query at position p sees positions p - window + 1..p (0: all).
+  int64_t window = 0;
 };
 
 // For each token t < n_tokens at position pos0 + t and each head h:
-//   out[t, h] = softmax_j(scale * q[t, h] . k[j, h / group]) v[j, h / group],  j <= pos0 + t.
+//   out[t, h] = softmax_j(scale * q[t, h] . k[j, h / group]) v[j, h / group],  j <= pos0 + t
+//   (and j > pos0 + t - window with a window).
 //   q:   [n_tokens, n_head * head_dim]  (rotary already applied)
 //   kv:  the sequence's cache, cells 0..pos0+n_tokens-1 filled (kv.n at least that)
 //   out: [n_tokens, n_head * head_dim]

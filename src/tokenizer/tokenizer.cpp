@@ -1,8 +1,11 @@
-// Byte-level BPE tokenizer: special-token partition -> pre-tokenizer -> byte-level -> BPE merges.
+// Special-token partition, then per text fragment either byte-level BPE (pre-tokenizer ->
+// byte-level -> BPE merges; tokenizer.ggml.model "gpt2") or SentencePiece-style merges by score
+// ("llama"), as llama.cpp's tokenize.
 #include "tokenizer/tokenizer.h"
 
 #include <algorithm>
 #include <array>
+#include <optional>
 #include <span>
 #include <utility>
 #include <string_view>
@@ -11,6 +14,7 @@
 #include "tokenizer/bpe.h"
 #include "tokenizer/pre_tokenizer.h"
 #include "tokenizer/special_tokens.h"
+#include "tokenizer/spm.h"
 #include "tokenizer/unicode.h"
 
 namespace squeeze::tokenizer {
@@ -48,10 +52,10 @@ void check_id(const char* what, Token id, size_t n_vocab) {
 }
 
 // The bytes a token stands for; control and unknown tokens give their text (callers hide them).
-std::string render_piece(const std::string& text, TokenType type) {
+std::string render_piece(const std::string& text, TokenType type, bool spm) {
   switch (type) {
     case TokenType::Normal:
-      return ByteLevel::get().decode(text);
+      return spm ? spm_unescape(text) : ByteLevel::get().decode(text);
     case TokenType::Control:
     case TokenType::Unknown:
     case TokenType::UserDefined:
@@ -60,7 +64,7 @@ std::string render_piece(const std::string& text, TokenType type) {
       if (text.size() == 6 && text.starts_with("<0x") && text.back() == '>') {
         return std::string(1, static_cast<char>(std::stoi(text.substr(3, 2), nullptr, 16)));
       }
-      return ByteLevel::get().decode(text);
+      return spm ? text : ByteLevel::get().decode(text);
     case TokenType::Undefined:
     case TokenType::Unused:
       break;
@@ -72,8 +76,10 @@ std::string render_piece(const std::string& text, TokenType type) {
 
 struct Tokenizer::Impl {
   VocabData vocab;
+  bool spm;  // SentencePiece-style ("llama"); else byte-level BPE ("gpt2")
   PreTokenizer pre;
   BpeMerges merges;
+  std::optional<SpmMerges> spm_merges;  // set when spm
   TokenMap token_to_id;
   SpecialTokens specials;
   std::vector<std::string> pieces;  // id -> bytes, control tokens rendered
@@ -83,9 +89,9 @@ struct Tokenizer::Impl {
 };
 
 static VocabData checked(VocabData v) {
-  if (v.model != "gpt2") {
+  if (v.model != "gpt2" && v.model != "llama") {
     throw FormatError("unsupported tokenizer model tokenizer.ggml.model = '" + v.model +
-                      "'; squeeze supports: gpt2 (byte-level BPE)");
+                      "'; squeeze supports: gpt2 (byte-level BPE), llama (SentencePiece)");
   }
   const size_t n = v.tokens.size();
   if (n == 0) throw FormatError("tokenizer: the vocab has no tokens");
@@ -103,7 +109,10 @@ static VocabData checked(VocabData v) {
 }
 
 Tokenizer::Impl::Impl(VocabData v)
-    : vocab(checked(std::move(v))), pre(vocab.pre), merges(vocab.merges),
+    : vocab(checked(std::move(v))),
+      spm(vocab.model == "llama"),
+      pre(spm ? "default" : vocab.pre),
+      merges(vocab.merges),
       specials({}, {}) {
   const size_t n = vocab.tokens.size();
   token_to_id.reserve(n);
@@ -135,9 +144,10 @@ Tokenizer::Impl::Impl(VocabData v)
   if (vocab.eos >= 0) eog[vocab.eos] = true;
   if (vocab.eot >= 0) mark_eog(vocab.eot);
 
+  if (spm) spm_merges.emplace(vocab.tokens, vocab.scores);
   specials = SpecialTokens(vocab.tokens, vocab.types);
   pieces.resize(n);
-  for (size_t id = 0; id < n; ++id) pieces[id] = render_piece(vocab.tokens[id], vocab.types[id]);
+  for (size_t id = 0; id < n; ++id) pieces[id] = render_piece(vocab.tokens[id], vocab.types[id], spm);
 }
 
 Tokenizer::Tokenizer(VocabData vocab) : impl_(std::make_unique<Impl>(std::move(vocab))) {}
@@ -154,9 +164,19 @@ std::vector<Token> Tokenizer::encode(std::string_view text, bool add_special, bo
   }
   std::vector<std::string> words;
   std::string encoded;
+  bool after_special = true;  // SentencePiece: a space prefix at the start and after a special token
   for (const Fragment& f : im.specials.partition(text, parse_special)) {
     if (f.token >= 0) {
       out.push_back(f.token);
+      after_special = true;
+      continue;
+    }
+    if (im.spm) {
+      std::string piece;
+      if (im.vocab.add_space_prefix && after_special) piece.push_back(' ');
+      piece.append(text.substr(f.offset, f.length));
+      im.spm_merges->encode(spm_escape(piece), im.token_to_id, out);
+      after_special = false;
       continue;
     }
     words.clear();

@@ -1,7 +1,8 @@
 // Tokenizer built from GGUF metadata (tokenizer.ggml.*).
 //
 // Supported now: tokenizer.ggml.model = "gpt2" (byte-level BPE) with the pre-tokenizers named by
-// tokenizer.ggml.pre that squeeze knows (at least "smollm", "llama-bpe", "gpt-2", "default").
+// tokenizer.ggml.pre that squeeze knows (at least "smollm", "llama-bpe", "gpt-2", "default"),
+// and "llama" (SentencePiece-style merges by score with byte fallback: Llama 2, Mistral, Gemma).
 // An unknown model or pre-tokenizer is a clear error, never a silent fallback.
 #pragma once
 
@@ -26,18 +27,21 @@ enum class TokenType : int32_t {
 
 // Everything the tokenizer needs, independent of the file it came from.
 struct VocabData {
-  std::string model;                  // "gpt2"
+  std::string model;                  // "gpt2" or "llama" (SentencePiece)
   std::string pre;                    // "smollm", ...
-  std::vector<std::string> tokens;    // id -> text (byte-level BPE alphabet)
+  std::vector<std::string> tokens;    // id -> text (gpt2: byte-level BPE alphabet; llama: ▁ for spaces)
   std::vector<TokenType> types;       // id -> type (Normal if absent)
-  std::vector<std::string> merges;    // "a b", in priority order
+  std::vector<std::string> merges;    // gpt2: "a b", in priority order
+  std::vector<float> scores;          // llama: id -> merge score (0 if absent)
+  bool add_space_prefix = false;      // llama: a space before the text (and after a special token)
   Token bos = -1, eos = -1, eot = -1, unk = -1, pad = -1;
   bool add_bos = false, add_eos = false;
   std::string chat_template;          // tokenizer.chat_template, may be empty
 };
 
 // Throws FormatError on missing/bad keys. Defaults follow llama.cpp: gpt2 vocabs without
-// BOS/EOS keys get id 11; llama3-style pre-tokenizers add BOS unless the file says otherwise.
+// BOS/EOS keys get id 11; llama3-style pre-tokenizers add BOS unless the file says otherwise;
+// llama (SentencePiece) vocabs have BOS 1, EOS 2, UNK 0, add BOS and a space prefix.
 VocabData read_vocab(const gguf::File& file);
 
 class Tokenizer {

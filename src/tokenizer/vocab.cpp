@@ -35,10 +35,22 @@ VocabData read_vocab(const gguf::File& file) {
     for (size_t i = 0; i < n; ++i) v.types.push_back(to_token_type(types[i]));
   }
 
+  const bool spm = v.model == "llama";
   if (v.model == "gpt2") {
     v.merges = to_strings(file.require_string_array("tokenizer.ggml.merges"));
     // llama.cpp's defaults for a gpt2 vocab whose file names no BOS/EOS.
     if (n > 11) v.bos = v.eos = 11;
+  } else if (spm) {
+    v.scores = file.get_float_array("tokenizer.ggml.scores");
+    if (v.scores.empty()) v.scores.assign(n, 0.0f);
+    if (v.scores.size() < n) {
+      throw FormatError("tokenizer.ggml.scores has " + std::to_string(v.scores.size()) +
+                        " entries for " + std::to_string(n) + " tokens");
+    }
+    v.scores.resize(n);
+    // llama.cpp's defaults for a SentencePiece vocab.
+    if (n > 2) v.bos = 1, v.eos = 2, v.unk = 0;
+    v.add_space_prefix = file.get_bool("tokenizer.ggml.add_space_prefix").value_or(true);
   } else if (file.find("tokenizer.ggml.merges") != nullptr) {
     v.merges = to_strings(file.require_string_array("tokenizer.ggml.merges"));
   }
@@ -56,7 +68,7 @@ VocabData read_vocab(const gguf::File& file) {
   read_id("tokenizer.ggml.padding_token_id", v.pad);
 
   v.add_bos = file.get_bool("tokenizer.ggml.add_bos_token")
-                  .value_or(v.model == "gpt2" && PreTokenizer::default_add_bos_for(v.pre));
+                  .value_or(spm || (v.model == "gpt2" && PreTokenizer::default_add_bos_for(v.pre)));
   v.add_eos = file.get_bool("tokenizer.ggml.add_eos_token").value_or(false);
   v.chat_template = std::string(file.get_string("tokenizer.chat_template").value_or(""));
   return v;

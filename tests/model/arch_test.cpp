@@ -2,7 +2,9 @@
 // every layer matrix, and the parse of a tensor name into (layer, manifest entry).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <functional>
 #include <string>
 
 #include <unistd.h>
@@ -24,9 +26,10 @@ std::string tmp_path(const char* name) {
 TEST(Arch, FoundByNameAndUnknownNamesAreRefused) {
   ASSERT_NE(find_arch("llama"), nullptr);
   EXPECT_EQ(find_arch("llama")->name, "llama");
-  EXPECT_EQ(find_arch("gemma3"), nullptr);
+  ASSERT_NE(find_arch("gemma3"), nullptr);
+  EXPECT_EQ(find_arch("qwen2"), nullptr);
   EXPECT_EQ(find_arch(""), nullptr);
-  EXPECT_EQ(supported_archs(), "llama");
+  EXPECT_EQ(supported_archs(), "llama, gemma3");
 
   testing::TinyModelSpec spec;
   spec.skip_keys = {"general.architecture"};
@@ -37,11 +40,57 @@ TEST(Arch, FoundByNameAndUnknownNamesAreRefused) {
     Model::load(path);
     FAIL() << "an unknown architecture loaded";
   } catch (const FormatError& e) {
-    EXPECT_NE(std::string(e.what()).find("unsupported architecture 'mamba' (supported: llama)"),
+    EXPECT_NE(std::string(e.what()).find("unsupported architecture 'mamba' (supported: llama, gemma3)"),
               std::string::npos)
         << e.what();
   }
   std::filesystem::remove(path);
+}
+
+// A gemma3 file whose metadata or tensors are missing or inconsistent: a FormatError naming
+// the key or tensor. The tiny llama file relabelled, with the gemma3.* keys its loader reads.
+TEST(Arch, Gemma3MetadataErrorsNameTheKey) {
+  auto load_error = [](std::function<void(gguf::Writer&)> more, std::vector<std::string> skip) {
+    testing::TinyModelSpec spec;
+    spec.skip_keys = {"general.architecture"};
+    spec.extra = [&](gguf::Writer& w) {
+      w.add_string("general.architecture", "gemma3");
+      const std::pair<const char*, uint32_t> keys[] = {
+          {"block_count", 2},     {"context_length", 128},        {"embedding_length", 64},
+          {"feed_forward_length", 128}, {"attention.head_count", 4}, {"attention.head_count_kv", 2}};
+      for (const auto& [k, v] : keys) {
+        if (std::find(skip.begin(), skip.end(), k) == skip.end()) {
+          w.add_uint32(std::string("gemma3.") + k, v);
+        }
+      }
+      w.add_float32("gemma3.attention.layer_norm_rms_epsilon", 1e-6f);
+      more(w);
+    };
+    const std::string path = tmp_path("gemma3");
+    testing::write_tiny_model(path, spec);
+    std::string what;
+    try {
+      Model::load(path);
+    } catch (const FormatError& e) {
+      what = e.what();
+    }
+    std::filesystem::remove(path);
+    return what;
+  };
+  auto none = [](gguf::Writer&) {};
+  EXPECT_NE(load_error(none, {"block_count"}).find("gemma3.block_count"), std::string::npos);
+  // Every tensor of llama's layer is there, not Gemma's norms.
+  EXPECT_NE(load_error(none, {}).find("blk.0.attn_q_norm.weight"), std::string::npos);
+  const std::string pattern = load_error(
+      [](gguf::Writer& w) {
+        w.add_uint32("gemma3.attention.sliding_window", 512);
+        w.add_int32("gemma3.attention.sliding_window_pattern", -3);
+      },
+      {});
+  EXPECT_NE(pattern.find("gemma3.attention.sliding_window_pattern"), std::string::npos) << pattern;
+  const std::string value_len = load_error(
+      [](gguf::Writer& w) { w.add_uint32("gemma3.attention.value_length", 7); }, {});
+  EXPECT_NE(value_len.find("gemma3.attention.value_length"), std::string::npos) << value_len;
 }
 
 TEST(Arch, ManifestBindsEveryLayerMatrixWithItsShape) {

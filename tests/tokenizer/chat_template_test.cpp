@@ -61,6 +61,37 @@ TEST(ChatTemplate, PlainChatMlHasNoDefaultSystem) {
   EXPECT_EQ(t.apply({{"user", "x"}}, false), "<|im_start|>user\nx<|im_end|>\n");
 }
 
+// Gemma 2's template (llama.cpp's models/templates/google-gemma-2-2b-it.jinja); the expected
+// strings are its jinja2 renderings without the leading <bos>, which squeeze's tokenizer adds.
+constexpr std::string_view kGemma2 =
+    "{{ bos_token }}{% if messages[0]['role'] == 'system' %}{{ raise_exception('System role not "
+    "supported') }}{% endif %}{% for message in messages %}{% if (message['role'] == 'user') != "
+    "(loop.index0 % 2 == 0) %}{{ raise_exception('Conversation roles must alternate "
+    "user/assistant/user/assistant/...') }}{% endif %}{% if (message['role'] == 'assistant') %}{% "
+    "set role = 'model' %}{% else %}{% set role = message['role'] %}{% endif %}{{ "
+    "'<start_of_turn>' + role + '\n' + message['content'] | trim + '<end_of_turn>\n' }}{% endfor "
+    "%}{% if add_generation_prompt %}{{'<start_of_turn>model\n'}}{% endif %}";
+
+TEST(ChatTemplate, GemmaTurnsAsJinjaRendersThem) {
+  const ChatTemplate t = ChatTemplate::from_jinja(kGemma2);
+  EXPECT_EQ(t.family(), "gemma");
+  EXPECT_EQ(t.apply({{"user", "Hi there"}}, true),
+            "<start_of_turn>user\nHi there<end_of_turn>\n<start_of_turn>model\n");
+  EXPECT_EQ(t.apply({{"user", " Hi \n"}, {"assistant", "Hello!"}, {"user", "Bye"}}, true),
+            "<start_of_turn>user\nHi<end_of_turn>\n<start_of_turn>model\nHello!<end_of_turn>\n"
+            "<start_of_turn>user\nBye<end_of_turn>\n<start_of_turn>model\n");
+}
+
+// Gemma 3's template puts a system message before the first user message, then a blank line.
+TEST(ChatTemplate, GemmaSystemMessageOpensTheFirstUserTurn) {
+  const ChatTemplate t = ChatTemplate::for_model("", "gemma3");
+  EXPECT_EQ(t.family(), "gemma");
+  EXPECT_EQ(t.apply({{"system", "Be brief. "}, {"user", "Hi"}}, true),
+            "<start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n<start_of_turn>model\n");
+  // Other architectures without a template still get the clear error.
+  EXPECT_THROW(ChatTemplate::for_model("", "llama"), Error);
+}
+
 TEST(ChatTemplate, UnrecognisedOrEmptyTemplateIsAClearError) {
   const std::string llama3 =
       "{% for message in messages %}<|start_header_id|>{{ message['role'] }}<|end_header_id|>\n\n"

@@ -1,0 +1,34 @@
+// What architecture loaders share (model/arch.h): binding tensors with their shapes checked,
+// reading the hyperparameters every transformer family names the same way, the embedding and
+// the output head.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "gguf/gguf.h"
+#include "model/model.h"
+
+namespace squeeze::model {
+
+// "ARCH.suffix", the metadata key of hp.arch.
+std::string arch_key(const HParams& hp, const char* suffix);
+// v, checked to be in 1..2^24 (FormatError naming key k otherwise).
+int64_t positive(const gguf::File& f, const std::string& k, int64_t v);
+// A weight matrix [n_in] -> [n_out] (ggml shape [n_in, n_out]) of a supported format.
+ops::WeightView bind_matrix(const gguf::File& f, const std::string& name, int64_t n_in,
+                            int64_t n_out);
+// A 1-D F32 vector of n elements.
+const float* bind_vector(const gguf::File& f, const std::string& name, int64_t n);
+
+// The llama-style keys: block_count, context_length, embedding_length, feed_forward_length,
+// attention.head_count(_kv), attention.key_length, rope.dimension_count, rope.freq_base,
+// attention.layer_norm_rms_epsilon. Throws FormatError naming a missing or bad key.
+void read_transformer_hparams(const gguf::File& f, HParams& hp);
+// token_embd (sets n_vocab), output_norm and output (tied to token_embd when absent); sizes
+// m.layers to hp.n_layer after checking the file has tensors enough for them.
+void bind_embedding_and_head(const gguf::File& f, HParams& hp, Model& m);
+// "blk.IL."
+std::string layer_prefix(int64_t il);
+
+}  // namespace squeeze::model

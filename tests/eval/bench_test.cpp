@@ -98,7 +98,18 @@ TEST(BenchTests, ArgumentChecks) {
   EXPECT_EQ(t[2].name(), "tg64");
   EXPECT_EQ(bench_ctx_size(t), 512);
 
+  BenchOptions par = o;
+  par.parallel = {1, 4};
+  const auto tp = bench_tests(par);
+  ASSERT_EQ(tp.size(), 4u);  // pp128, pp512, tg64, tg64x4
+  EXPECT_EQ(tp[2].name(), "tg64");
+  EXPECT_EQ(tp[3].name(), "tg64x4");
+  EXPECT_EQ(bench_n_seq(tp), 4);
+
   BenchOptions bad = o;
+  bad.parallel = {0};
+  EXPECT_THROW(bench_tests(bad), UsageError);
+  bad = o;
   bad.n_prompt = {-1};
   EXPECT_THROW(bench_tests(bad), UsageError);
   bad = o;
@@ -175,6 +186,18 @@ TEST(BenchRun, TinyModelGivesPositiveSpeeds) {
     EXPECT_EQ(r.gflop_per_s.has_value(), t.kind == BenchKind::Prompt);
     EXPECT_EQ(ctx.n_past(), t.n_tokens);  // the last repetition ran from an empty context
     rep.results.push_back(r);
+  }
+  // Several sequences at once: each decodes n tokens; t/s counts all of them, the weights are
+  // read once per step.
+  {
+    model::Context ctx2(*model, 32, pool, 16, 3);
+    const BenchResult r = run_bench(ctx2, {BenchKind::Gen, 8, 3}, 2, true, 7);
+    ASSERT_EQ(r.samples_s.size(), 2u);
+    EXPECT_NEAR(r.samples_ts[0], 24.0 / r.samples_s[0], 1e-6 * r.samples_ts[0]);
+    for (int64_t s = 0; s < 3; ++s) EXPECT_EQ(ctx2.n_past(s), 8) << s;
+    EXPECT_NEAR(*r.gb_per_s, gen_bytes_per_token(*model) * r.avg_ts / 3 / 1e9, 1e-9);
+    // More sequences than the context holds are refused.
+    EXPECT_THROW(run_bench(ctx2, {BenchKind::Gen, 8, 4}, 1, false, 1), UsageError);
   }
   // A test larger than the context is refused before it runs.
   EXPECT_THROW(run_bench(ctx, {BenchKind::Prompt, 33}, 1, false, 1), UsageError);

@@ -12,16 +12,6 @@ namespace squeeze::model {
 
 namespace {
 
-// The matrices of a layer, in the order the forward pass reads them (llama's seven).
-constexpr LayerMatrix kLayerMatrices[] = {
-    {"attn_q.weight", &LayerWeights::wq, Width::Embd, Width::Q, names::kAttnNorm},
-    {"attn_k.weight", &LayerWeights::wk, Width::Embd, Width::Kv, names::kAttnNorm},
-    {"attn_v.weight", &LayerWeights::wv, Width::Embd, Width::Kv, names::kAttnNorm},
-    {"attn_output.weight", &LayerWeights::wo, Width::Q, Width::Embd, names::kKqvOut},
-    {"ffn_gate.weight", &LayerWeights::ffn_gate, Width::Embd, Width::Ff, names::kFfnNorm},
-    {"ffn_up.weight", &LayerWeights::ffn_up, Width::Embd, Width::Ff, names::kFfnNorm},
-    {"ffn_down.weight", &LayerWeights::ffn_down, Width::Ff, Width::Embd, names::kFfnAct},
-};
 
 // Which layers are local: ATTN.sliding_window_pattern as an array of booleans, or as a period
 // n (every n-th layer global, the others local; 6 when absent), as llama.cpp reads it.
@@ -80,10 +70,7 @@ void load(const gguf::File& f, HParams& hp, Model& m) {
     L.attn_post_norm = bind_vector(f, p + "post_attention_norm.weight", hp.n_embd);
     L.ffn_norm = bind_vector(f, p + "ffn_norm.weight", hp.n_embd);
     L.ffn_post_norm = bind_vector(f, p + "post_ffw_norm.weight", hp.n_embd);
-    for (const LayerMatrix& lm : kLayerMatrices) {
-      L.*lm.view =
-          bind_matrix(f, p + std::string(lm.suffix), width(hp, lm.n_in), width(hp, lm.n_out));
-    }
+    bind_layer_matrices(f, hp, kStandardLayerMatrices, il, L);
   }
 }
 
@@ -120,6 +107,6 @@ void gemma3_layer(const Model& m, int64_t il, kv::KvCache& kv, ForwardScratch& s
 
 }  // namespace
 
-const Arch kGemma3Arch{"gemma3", load, kLayerMatrices, gemma3_layer};
+const Arch kGemma3Arch{"gemma3", load, kStandardLayerMatrices, gemma3_layer};
 
 }  // namespace squeeze::model

@@ -10,16 +10,6 @@ namespace squeeze::model {
 
 namespace {
 
-// The matrices of a layer, in the order the forward pass reads them.
-constexpr LayerMatrix kLayerMatrices[] = {
-    {"attn_q.weight", &LayerWeights::wq, Width::Embd, Width::Q, names::kAttnNorm},
-    {"attn_k.weight", &LayerWeights::wk, Width::Embd, Width::Kv, names::kAttnNorm},
-    {"attn_v.weight", &LayerWeights::wv, Width::Embd, Width::Kv, names::kAttnNorm},
-    {"attn_output.weight", &LayerWeights::wo, Width::Q, Width::Embd, names::kKqvOut},
-    {"ffn_gate.weight", &LayerWeights::ffn_gate, Width::Embd, Width::Ff, names::kFfnNorm},
-    {"ffn_up.weight", &LayerWeights::ffn_up, Width::Embd, Width::Ff, names::kFfnNorm},
-    {"ffn_down.weight", &LayerWeights::ffn_down, Width::Ff, Width::Embd, names::kFfnAct},
-};
 
 void load(const gguf::File& f, HParams& hp, Model& m) {
   read_transformer_hparams(f, hp);
@@ -30,10 +20,7 @@ void load(const gguf::File& f, HParams& hp, Model& m) {
     LayerWeights& L = m.layers[il];
     L.attn_norm = bind_vector(f, p + "attn_norm.weight", hp.n_embd);
     L.ffn_norm = bind_vector(f, p + "ffn_norm.weight", hp.n_embd);
-    for (const LayerMatrix& lm : kLayerMatrices) {
-      L.*lm.view =
-          bind_matrix(f, p + std::string(lm.suffix), width(hp, lm.n_in), width(hp, lm.n_out));
-    }
+    bind_layer_matrices(f, hp, kStandardLayerMatrices, il, L);
   }
 }
 
@@ -66,6 +53,6 @@ void llama_layer(const Model& m, int64_t il, kv::KvCache& kv, ForwardScratch& s,
 
 }  // namespace
 
-const Arch kLlamaArch{"llama", load, kLayerMatrices, llama_layer};
+const Arch kLlamaArch{"llama", load, kStandardLayerMatrices, llama_layer};
 
 }  // namespace squeeze::model

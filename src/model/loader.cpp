@@ -1,12 +1,31 @@
 #include "model/loader.h"
 
 #include "core/error.h"
+#include "model/names.h"
 
 namespace squeeze::model {
 
 std::string arch_key(const HParams& hp, const char* suffix) { return hp.arch + "." + suffix; }
 
 std::string layer_prefix(int64_t il) { return "blk." + std::to_string(il) + "."; }
+
+const LayerMatrix kStandardLayerMatrices[7] = {
+    {"attn_q.weight", &LayerWeights::wq, Width::Embd, Width::Q, names::kAttnNorm},
+    {"attn_k.weight", &LayerWeights::wk, Width::Embd, Width::Kv, names::kAttnNorm},
+    {"attn_v.weight", &LayerWeights::wv, Width::Embd, Width::Kv, names::kAttnNorm},
+    {"attn_output.weight", &LayerWeights::wo, Width::Q, Width::Embd, names::kKqvOut},
+    {"ffn_gate.weight", &LayerWeights::ffn_gate, Width::Embd, Width::Ff, names::kFfnNorm},
+    {"ffn_up.weight", &LayerWeights::ffn_up, Width::Embd, Width::Ff, names::kFfnNorm},
+    {"ffn_down.weight", &LayerWeights::ffn_down, Width::Ff, Width::Embd, names::kFfnAct},
+};
+
+void bind_layer_matrices(const gguf::File& f, const HParams& hp, std::span<const LayerMatrix> manifest,
+                         int64_t il, LayerWeights& L) {
+  const std::string p = layer_prefix(il);
+  for (const LayerMatrix& lm : manifest) {
+    L.*lm.view = bind_matrix(f, p + std::string(lm.suffix), width(hp, lm.n_in), width(hp, lm.n_out));
+  }
+}
 
 ops::WeightView bind_matrix(const gguf::File& f, const std::string& name, int64_t n_in,
                             int64_t n_out) {

@@ -4,9 +4,11 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 
 #include "gguf/gguf.h"
+#include "model/arch.h"
 #include "model/model.h"
 
 namespace squeeze::model {
@@ -30,5 +32,12 @@ void read_transformer_hparams(const gguf::File& f, HParams& hp);
 void bind_embedding_and_head(const gguf::File& f, HParams& hp, Model& m);
 // "blk.IL."
 std::string layer_prefix(int64_t il);
+
+// The seven matrices of a llama-style layer (q, k, v, o; gate, up, down), in the order the
+// forward pass reads them, with the intermediate each multiplies.
+extern const LayerMatrix kStandardLayerMatrices[7];
+// Binds layer il's matrices of the manifest into L, shapes checked.
+void bind_layer_matrices(const gguf::File& f, const HParams& hp, std::span<const LayerMatrix> manifest,
+                         int64_t il, LayerWeights& L);
 
 }  // namespace squeeze::model

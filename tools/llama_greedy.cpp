@@ -1,13 +1,14 @@
 // llama.cpp's greedy continuations of prompts, for reference fixtures of architectures the
 // Python bindings are not needed for (tools/make_greedy_fixture.sh builds and runs it).
 //
-//   llama-greedy MODEL N_PREDICT THREADS < prompts
+//   llama-greedy MODEL N_PREDICT THREADS [all-logits] < prompts
 //
 // One prompt per input line, with "\n" written as the two characters \ and n. For each, one
 // line of JSON on stdout: {"prompt": ..., "prompt_ids": [...], "greedy": [...], "top5": [...]}:
 // the prompt's ids (BOS added as the vocab asks, special tokens not parsed), N_PREDICT greedy
 // ids (fewer when an end-of-generation token comes; it is included) and per step the five
-// largest logits as [id, logit] pairs. Flash attention is off (squeeze
+// largest logits as [id, logit] pairs; with all-logits, also "logits": per step every logit
+// (for the tiny random-weight models of the architecture tests). Flash attention is off (squeeze
 // follows that path); each prompt decodes in one batch from an empty context.
 #include "llama.h"
 
@@ -62,8 +63,9 @@ std::string json_ids(const std::vector<llama_token>& ids) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 4) {
-    std::fprintf(stderr, "usage: %s MODEL N_PREDICT THREADS < prompts\n", argv[0]);
+  const bool all_logits = argc == 5 && std::string(argv[4]) == "all-logits";
+  if (argc != 4 && !all_logits) {
+    std::fprintf(stderr, "usage: %s MODEL N_PREDICT THREADS [all-logits] < prompts\n", argv[0]);
     return 2;
   }
   const int n_predict = std::atoi(argv[2]);
@@ -89,6 +91,7 @@ int main(int argc, char** argv) {
     if (ctx == nullptr) return 1;
     std::vector<llama_token> prompt_ids = ids, out;
     std::string tops = "[";  // per step: the 5 largest logits as [id, logit] pairs
+    std::string every = "[";  // per step: every logit (all-logits)
     llama_batch batch = llama_batch_get_one(ids.data(), static_cast<int32_t>(ids.size()));
     llama_token next = 0;
     for (int i = 0; i < n_predict; ++i) {
@@ -110,12 +113,22 @@ int main(int argc, char** argv) {
         tops += buf;
       }
       tops += "]";
+      if (all_logits) {
+        every += i ? ", [" : "[";
+        for (int v = 0; v < n_vocab; ++v) {
+          char buf[32];
+          std::snprintf(buf, sizeof buf, "%s%.7g", v ? ", " : "", logits[v]);
+          every += buf;
+        }
+        every += "]";
+      }
       if (llama_vocab_is_eog(vocab, next)) break;
       batch = llama_batch_get_one(&next, 1);
     }
-    std::printf("{\"prompt\": %s, \"prompt_ids\": %s, \"greedy\": %s, \"top5\": %s]}\n",
+    std::printf("{\"prompt\": %s, \"prompt_ids\": %s, \"greedy\": %s, \"top5\": %s]%s%s%s}\n",
                 json_string(prompt).c_str(), json_ids(prompt_ids).c_str(), json_ids(out).c_str(),
-                tops.c_str());
+                tops.c_str(), all_logits ? ", \"logits\": " : "", all_logits ? every.c_str() : "",
+                all_logits ? "]" : "");
     std::fflush(stdout);
     llama_free(ctx);
   }

@@ -4,12 +4,13 @@
 
 #include "model/gemma3.h"
 #include "model/llama.h"
+#include "model/qwen.h"
 
 namespace squeeze::model {
 
 namespace {
 
-const Arch* const kArchs[] = {&kLlamaArch, &kGemma3Arch};
+const Arch* const kArchs[] = {&kLlamaArch, &kGemma3Arch, &kQwen2Arch, &kQwen3Arch};
 
 }  // namespace
 

@@ -76,6 +76,12 @@ void rms_norm_heads(const LayerPass& p, float* x, int64_t n_heads, const float* 
   }
 }
 
+void add_bias_rows(const LayerPass& p, float* x, const float* b, int64_t width) {
+  for (int64_t t = 0; t < p.n; ++t) {
+    for (int64_t i = 0; i < width; ++i) x[t * width + i] += b[i];
+  }
+}
+
 void gated_act(const HParams& hp, const float* gate, const float* up, int64_t n, float* out) {
   switch (hp.ffn_act) {
     case HParams::FfnAct::Silu: ops::swiglu(gate, up, n, out); return;
@@ -93,7 +99,7 @@ void rope_qk(const LayerPass& p, const ChunkLayout& b) {
   const int64_t n_q = hp.n_head * hp.head_dim;
   const int64_t n_kv = hp.n_head_kv * hp.head_dim;
   const float base = hp.is_swa(p.il) ? hp.rope_freq_base_swa : hp.rope_freq_base;
-  const ops::Rope rope(static_cast<int>(hp.n_rot), base, hp.rope_layout);
+  const ops::Rope rope(static_cast<int>(hp.n_rot), base, hp.rope_layout, p.L.rope_freqs);
   // The angles for this base: its slot, or the other one (two bases at most: local, global).
   ForwardScratch::RopeAngles& a =
       s.rope[0].base == base || s.rope[0].pos.empty() ? s.rope[0] : s.rope[1];

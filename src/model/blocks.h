@@ -69,6 +69,8 @@ void rms_norm_rows(const LayerPass& p, const float* x, const float* w, float* ou
 // RMS norm of each head (head_dim values) of the chunk's rows of n_heads heads, in place, with
 // the head norm's weights w [head_dim] (QK-norm).
 void rms_norm_heads(const LayerPass& p, float* x, int64_t n_heads, const float* w);
+// x[t] += b over the chunk's rows of `width` (a projection's bias).
+void add_bias_rows(const LayerPass& p, float* x, const float* b, int64_t width);
 // out = act(gate) * up over n values, act the architecture's (HParams::ffn_act).
 void gated_act(const HParams& hp, const float* gate, const float* up, int64_t n, float* out);
 // x += y over the chunk's rows of n_embd.

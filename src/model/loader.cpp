@@ -61,6 +61,17 @@ const float* bind_vector(const gguf::File& f, const std::string& name, int64_t n
   return static_cast<const float*>(t->data);
 }
 
+const float* bind_optional_vector(const gguf::File& f, const std::string& name, int64_t n) {
+  return f.find_tensor(name) == nullptr ? nullptr : bind_vector(f, name, n);
+}
+
+void bind_qkv_biases(const gguf::File& f, const HParams& hp, int64_t il, LayerWeights& L) {
+  const std::string p = layer_prefix(il);
+  L.bq = bind_optional_vector(f, p + "attn_q.bias", width(hp, Width::Q));
+  L.bk = bind_optional_vector(f, p + "attn_k.bias", width(hp, Width::Kv));
+  L.bv = bind_optional_vector(f, p + "attn_v.bias", width(hp, Width::Kv));
+}
+
 int64_t positive(const gguf::File& f, const std::string& k, int64_t v) {
   if (v <= 0 || v > (int64_t{1} << 24)) {
     throw FormatError(f.path() + ": metadata '" + k + "' has invalid value " + std::to_string(v));

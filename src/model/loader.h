@@ -22,6 +22,10 @@ ops::WeightView bind_matrix(const gguf::File& f, const std::string& name, int64_
                             int64_t n_out);
 // A 1-D F32 vector of n elements.
 const float* bind_vector(const gguf::File& f, const std::string& name, int64_t n);
+// The same, or null when the file has no tensor of that name.
+const float* bind_optional_vector(const gguf::File& f, const std::string& name, int64_t n);
+// Layer il's optional q/k/v biases (blk.IL.attn_q.bias, ...), into L.bq, bk, bv.
+void bind_qkv_biases(const gguf::File& f, const HParams& hp, int64_t il, LayerWeights& L);
 
 // The llama-style keys: block_count, context_length, embedding_length, feed_forward_length,
 // attention.head_count(_kv), attention.key_length, rope.dimension_count, rope.freq_base,

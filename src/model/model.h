@@ -54,6 +54,10 @@ struct LayerWeights {
   ops::WeightView ffn_up;            // [n_embd] -> [n_ff]
   ops::WeightView ffn_down;          // [n_ff] -> [n_embd]
   // Present in some architectures only (null otherwise).
+  const float* bq = nullptr;              // [n_head * head_dim] bias of wq (qwen2)
+  const float* bk = nullptr;              // [n_head_kv * head_dim] bias of wk
+  const float* bv = nullptr;              // [n_head_kv * head_dim] bias of wv
+  const float* rope_freqs = nullptr;  // [n_rot / 2] rotary frequency divisors (Llama 3.1+)
   const float* attn_q_norm = nullptr;     // [head_dim] RMS norm of each query head (QK-norm)
   const float* attn_k_norm = nullptr;     // [head_dim] RMS norm of each key head
   const float* attn_post_norm = nullptr;  // [n_embd] RMS norm of the attention block's output

@@ -5,8 +5,8 @@
 
 namespace squeeze::ops {
 
-Rope::Rope(int n_rot, float freq_base, RopeLayout layout)
-    : n_rot_(n_rot), freq_base_(freq_base), layout_(layout) {
+Rope::Rope(int n_rot, float freq_base, RopeLayout layout, const float* freq_factors)
+    : n_rot_(n_rot), freq_base_(freq_base), layout_(layout), freq_factors_(freq_factors) {
   theta_scale_ = std::pow(freq_base_, -2.0f / static_cast<float>(n_rot_));
 }
 
@@ -15,8 +15,9 @@ void Rope::angles(int64_t pos, float* cs) const {
   // (theta *= theta_scale); the same running product keeps angles equal to llama.cpp's.
   float theta = static_cast<float>(pos);
   for (int i = 0; i < n_rot_ / 2; ++i, theta *= theta_scale_) {
-    cs[2 * i] = std::cos(theta);
-    cs[2 * i + 1] = std::sin(theta);
+    const float t = freq_factors_ == nullptr ? theta : theta / freq_factors_[i];
+    cs[2 * i] = std::cos(t);
+    cs[2 * i + 1] = std::sin(t);
   }
 }
 

@@ -13,8 +13,10 @@ enum class RopeLayout {
 // Rotation for one rotary dimension count and frequency base.
 class Rope {
  public:
-  // theta_i(pos) = pos * freq_base^(-2i/n_rot), accumulated in float as ggml does.
-  Rope(int n_rot, float freq_base, RopeLayout layout);
+  // theta_i(pos) = pos * freq_base^(-2i/n_rot), accumulated in float as ggml does, divided by
+  // freq_factors[i] when given (n_rot / 2 of them: Llama 3.1+'s rope_freqs, which slow the low
+  // frequencies down).
+  Rope(int n_rot, float freq_base, RopeLayout layout, const float* freq_factors = nullptr);
 
   // Rotates the first n_rot dims of each of n_heads vectors of head_dim floats at `pos`.
   void apply(float* x, int n_heads, int head_dim, int64_t pos) const;
@@ -31,6 +33,7 @@ class Rope {
   int n_rot_;
   float freq_base_;
   RopeLayout layout_;
+  const float* freq_factors_;  // null: all 1
   float theta_scale_;  // freq_base^(-2/n_rot)
 };
 

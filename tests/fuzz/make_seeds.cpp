@@ -80,6 +80,16 @@ void gguf_seeds(const std::string& model) {
     table(sparsity::Method::Teal, 1, true).write(w);
   };
   put("gguf", "tiny_teal.gguf", testing::tiny_model_writer(sparse).to_bytes());
+  // The llama family's other layers: qwen2's biases and rope_freqs, qwen3's head norms.
+  testing::TinyModelSpec qwen2 = small_spec();
+  qwen2.arch = "qwen2";
+  qwen2.qkv_bias = true;
+  qwen2.rope_freqs = true;
+  put("gguf", "tiny_qwen2.gguf", testing::tiny_model_writer(qwen2).to_bytes());
+  testing::TinyModelSpec qwen3 = small_spec();
+  qwen3.arch = "qwen3";
+  qwen3.qk_norm = true;
+  put("gguf", "tiny_qwen3.gguf", testing::tiny_model_writer(qwen3).to_bytes());
 
   // Every value type once.
   gguf::Writer w(64);

@@ -27,9 +27,11 @@ TEST(Arch, FoundByNameAndUnknownNamesAreRefused) {
   ASSERT_NE(find_arch("llama"), nullptr);
   EXPECT_EQ(find_arch("llama")->name, "llama");
   ASSERT_NE(find_arch("gemma3"), nullptr);
-  EXPECT_EQ(find_arch("qwen2"), nullptr);
+  ASSERT_NE(find_arch("qwen2"), nullptr);
+  ASSERT_NE(find_arch("qwen3"), nullptr);
+  EXPECT_EQ(find_arch("qwen3moe"), nullptr);
   EXPECT_EQ(find_arch(""), nullptr);
-  EXPECT_EQ(supported_archs(), "llama, gemma3");
+  EXPECT_EQ(supported_archs(), "llama, gemma3, qwen2, qwen3");
 
   testing::TinyModelSpec spec;
   spec.skip_keys = {"general.architecture"};
@@ -40,7 +42,8 @@ TEST(Arch, FoundByNameAndUnknownNamesAreRefused) {
     Model::load(path);
     FAIL() << "an unknown architecture loaded";
   } catch (const FormatError& e) {
-    EXPECT_NE(std::string(e.what()).find("unsupported architecture 'mamba' (supported: llama, gemma3)"),
+    EXPECT_NE(std::string(e.what()).find(
+                  "unsupported architecture 'mamba' (supported: llama, gemma3, qwen2, qwen3)"),
               std::string::npos)
         << e.what();
   }
@@ -91,6 +94,35 @@ TEST(Arch, Gemma3MetadataErrorsNameTheKey) {
   const std::string value_len = load_error(
       [](gguf::Writer& w) { w.add_uint32("gemma3.attention.value_length", 7); }, {});
   EXPECT_NE(value_len.find("gemma3.attention.value_length"), std::string::npos) << value_len;
+}
+
+// qwen2's biases and qwen3's head norms: a missing or misshapen one is a FormatError naming it.
+TEST(Arch, QwenTensorErrorsNameTheTensor) {
+  auto load_error = [](testing::TinyModelSpec spec) {
+    const std::string path = tmp_path(spec.arch.c_str());
+    testing::write_tiny_model(path, spec);
+    std::string what;
+    try {
+      Model::load(path);
+    } catch (const FormatError& e) {
+      what = e.what();
+    }
+    std::filesystem::remove(path);
+    return what;
+  };
+  testing::TinyModelSpec qwen3 = testing::tiny_arch_spec("qwen3");
+  qwen3.skip_tensors = {"blk.1.attn_k_norm.weight"};
+  EXPECT_NE(load_error(qwen3).find("blk.1.attn_k_norm.weight"), std::string::npos);
+  testing::TinyModelSpec qwen2 = testing::tiny_arch_spec("qwen2");
+  qwen2.skip_tensors = {"blk.0.attn_v.bias"};
+  qwen2.extra = [](gguf::Writer& w) {
+    w.add_tensor("blk.0.attn_v.bias", formats::DType::F32, {7}, std::vector<uint8_t>(28));
+  };
+  EXPECT_NE(load_error(qwen2).find("blk.0.attn_v.bias"), std::string::npos);
+  // Without biases a qwen2 file is still valid (llama.cpp requires them; squeeze does not).
+  qwen2 = testing::tiny_arch_spec("qwen2");
+  qwen2.qkv_bias = false;
+  EXPECT_EQ(load_error(qwen2), "");
 }
 
 TEST(Arch, ManifestBindsEveryLayerMatrixWithItsShape) {

@@ -52,6 +52,23 @@ TEST(Rope, MatchesDefinitionBothLayouts) {
   }
 }
 
+// Frequency divisors (Llama 3.1's rope_freqs) divide each angle: with every factor 2, the
+// angles at position 2p are those at p without factors, to the bit (halving is exact in float).
+TEST(Rope, FrequencyFactorsDivideTheAngles) {
+  const int n_rot = 32;
+  const std::vector<float> twos(n_rot / 2, 2.0f);
+  const Rope plain(n_rot, 500000.0f, RopeLayout::Norm);
+  const Rope slowed(n_rot, 500000.0f, RopeLayout::Norm, twos.data());
+  std::vector<float> want(n_rot), got(n_rot);
+  for (int64_t pos : {1, 7, 300, 8000}) {
+    plain.angles(pos, want.data());
+    slowed.angles(2 * pos, got.data());
+    EXPECT_EQ(got, want) << pos;
+    slowed.angles(pos, got.data());
+    EXPECT_NE(got, want) << pos;
+  }
+}
+
 TEST(Attention, MatchesNaiveCausalGqa) {
   const AttentionShape shape{6, 2, 16, 0.25f};
   const int64_t n_ctx = 12, pos0 = 5, n_tokens = 7;

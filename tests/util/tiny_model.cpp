@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <stdexcept>
 
 namespace squeeze::testing {
 
@@ -81,17 +82,22 @@ gguf::Writer tiny_model_writer(const TinyModelSpec& s) {
     return std::find(s.skip_keys.begin(), s.skip_keys.end(), k) != s.skip_keys.end();
   };
   auto u32 = [&](const std::string& k, uint32_t v) { if (!skip_key(k)) w.add_uint32(k, v); };
-  if (!skip_key("general.architecture")) w.add_string("general.architecture", "llama");
-  w.add_string("general.name", "tiny-test-llama");
-  u32("llama.block_count", static_cast<uint32_t>(s.n_layer));
-  u32("llama.context_length", static_cast<uint32_t>(s.n_ctx_train));
-  u32("llama.embedding_length", static_cast<uint32_t>(s.n_embd));
-  u32("llama.feed_forward_length", static_cast<uint32_t>(s.n_ff));
-  u32("llama.attention.head_count", static_cast<uint32_t>(s.n_head));
-  u32("llama.attention.head_count_kv", static_cast<uint32_t>(s.n_head_kv));
-  if (!skip_key("llama.rope.freq_base")) w.add_float32("llama.rope.freq_base", 10000.0f);
-  if (!skip_key("llama.attention.layer_norm_rms_epsilon")) {
-    w.add_float32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
+  const std::string a = s.arch + ".";
+  if (!skip_key("general.architecture")) w.add_string("general.architecture", s.arch);
+  w.add_string("general.name", "tiny-test-" + s.arch);
+  u32(a + "block_count", static_cast<uint32_t>(s.n_layer));
+  u32(a + "context_length", static_cast<uint32_t>(s.n_ctx_train));
+  u32(a + "embedding_length", static_cast<uint32_t>(s.n_embd));
+  u32(a + "feed_forward_length", static_cast<uint32_t>(s.n_ff));
+  u32(a + "attention.head_count", static_cast<uint32_t>(s.n_head));
+  u32(a + "attention.head_count_kv", static_cast<uint32_t>(s.n_head_kv));
+  if (s.head_dim > 0) {
+    u32(a + "attention.key_length", static_cast<uint32_t>(s.head_dim));
+    u32(a + "attention.value_length", static_cast<uint32_t>(s.head_dim));
+  }
+  if (!skip_key(a + "rope.freq_base")) w.add_float32(a + "rope.freq_base", 10000.0f);
+  if (!skip_key(a + "attention.layer_norm_rms_epsilon")) {
+    w.add_float32(a + "attention.layer_norm_rms_epsilon", 1e-5f);
   }
   const std::vector<std::string> vocab = tiny_vocab(s.vocab_multiple);
   const int64_t n_vocab = static_cast<int64_t>(vocab.size());
@@ -112,11 +118,19 @@ gguf::Writer tiny_model_writer(const TinyModelSpec& s) {
   if (s.extra) s.extra(w);
 
   std::mt19937 rng(static_cast<uint32_t>(s.seed));
-  const int64_t head_dim = s.n_embd / s.n_head;
+  const int64_t head_dim = s.head_dim > 0 ? s.head_dim : s.n_embd / s.n_head;
   auto tensor = [&](const std::string& name, formats::DType type, std::vector<int64_t> shape,
                     std::vector<uint8_t> bytes) {
     if (std::find(s.skip_tensors.begin(), s.skip_tensors.end(), name) != s.skip_tensors.end()) return;
     w.add_tensor(name, type, std::move(shape), bytes);
+  };
+  auto vector = [&](const std::string& name, int64_t n, float scale) {
+    std::normal_distribution<float> dist(0.0f, scale);
+    std::vector<float> v(n);
+    for (float& x : v) x = dist(rng);
+    std::vector<uint8_t> bytes(n * sizeof(float));
+    std::memcpy(bytes.data(), v.data(), bytes.size());
+    tensor(name, formats::DType::F32, {n}, std::move(bytes));
   };
   auto matrix = [&](const std::string& name, int64_t n_in, int64_t n_out, float scale) {
     tensor(name, s.matrix_type, {n_in, n_out}, random_matrix(s.matrix_type, n_in, n_out, scale, rng));
@@ -124,6 +138,14 @@ gguf::Writer tiny_model_writer(const TinyModelSpec& s) {
   matrix("token_embd.weight", s.n_embd, n_vocab, 1.0f);
   tensor("output_norm.weight", formats::DType::F32, {s.n_embd}, norm_vector(s.n_embd, rng));
   if (!s.tied_output) matrix("output.weight", s.n_embd, n_vocab, 0.2f);
+  if (s.rope_freqs) {
+    std::uniform_real_distribution<float> factor(1.0f, 8.0f);
+    std::vector<float> v(head_dim / 2);
+    for (float& x : v) x = factor(rng);
+    std::vector<uint8_t> bytes(v.size() * sizeof(float));
+    std::memcpy(bytes.data(), v.data(), bytes.size());
+    tensor("rope_freqs.weight", formats::DType::F32, {head_dim / 2}, std::move(bytes));
+  }
   const float in_scale = 1.0f / std::sqrt(static_cast<float>(s.n_embd));
   for (int64_t il = 0; il < s.n_layer; ++il) {
     const std::string p = "blk." + std::to_string(il) + ".";
@@ -131,6 +153,15 @@ gguf::Writer tiny_model_writer(const TinyModelSpec& s) {
     matrix(p + "attn_q.weight", s.n_embd, s.n_head * head_dim, in_scale);
     matrix(p + "attn_k.weight", s.n_embd, s.n_head_kv * head_dim, in_scale);
     matrix(p + "attn_v.weight", s.n_embd, s.n_head_kv * head_dim, in_scale);
+    if (s.qkv_bias) {
+      vector(p + "attn_q.bias", s.n_head * head_dim, 0.5f);
+      vector(p + "attn_k.bias", s.n_head_kv * head_dim, 0.5f);
+      vector(p + "attn_v.bias", s.n_head_kv * head_dim, 0.5f);
+    }
+    if (s.qk_norm) {
+      tensor(p + "attn_q_norm.weight", formats::DType::F32, {head_dim}, norm_vector(head_dim, rng));
+      tensor(p + "attn_k_norm.weight", formats::DType::F32, {head_dim}, norm_vector(head_dim, rng));
+    }
     matrix(p + "attn_output.weight", s.n_head * head_dim, s.n_embd, in_scale);
     tensor(p + "ffn_norm.weight", formats::DType::F32, {s.n_embd}, norm_vector(s.n_embd, rng));
     matrix(p + "ffn_gate.weight", s.n_embd, s.n_ff, in_scale);
@@ -142,6 +173,28 @@ gguf::Writer tiny_model_writer(const TinyModelSpec& s) {
 
 void write_tiny_model(const std::string& path, const TinyModelSpec& spec) {
   tiny_model_writer(spec).write(path);
+}
+
+TinyModelSpec tiny_arch_spec(const std::string& name) {
+  TinyModelSpec s;
+  s.arch = name;
+  s.n_layer = 3;
+  s.tied_output = false;
+  // f32 weights: no 8-bit rounding of the activations, which turns last-bit differences of the
+  // kernel tiers' sum orders into logit differences of ~1% on random weights.
+  s.matrix_type = formats::DType::F32;
+  if (name == "llama-rope-freqs") {
+    s.arch = "llama";
+    s.rope_freqs = true;
+  } else if (name == "qwen2") {
+    s.qkv_bias = true;
+  } else if (name == "qwen3") {
+    s.qk_norm = true;
+    s.head_dim = 32;  // n_head * head_dim = 128, twice n_embd
+  } else if (name != "llama") {
+    throw std::invalid_argument("no tiny reference model of architecture '" + name + "'");
+  }
+  return s;
 }
 
 }  // namespace squeeze::testing

@@ -1,5 +1,8 @@
-// A tiny random llama-architecture GGUF model, written with gguf::Writer, for fast tests that
-// need a whole model (forward pass, CLI, bad-input variants) without the real one.
+// A tiny random-weight GGUF model of the llama family (llama, qwen2 with q/k/v biases, qwen3
+// with QK-norm), written with gguf::Writer, for fast tests that need a whole model (forward
+// pass, CLI, bad-input variants) without the real one, and for the architectures' reference
+// tests against llama.cpp (tests/util/write_tiny_model.cpp writes the same files for
+// tools/make_arch_fixture.py).
 #pragma once
 
 #include <cstdint>
@@ -13,12 +16,17 @@
 namespace squeeze::testing {
 
 struct TinyModelSpec {
+  std::string arch = "llama";  // general.architecture and the prefix of the hyperparameter keys
   int64_t n_embd = 64;
   int64_t n_head = 4;
   int64_t n_head_kv = 2;
   int64_t n_ff = 128;
   int64_t n_layer = 2;
   int64_t n_ctx_train = 128;
+  int64_t head_dim = 0;   // > 0: attention.key_length/value_length (else n_embd / n_head)
+  bool qkv_bias = false;  // blk.N.attn_{q,k,v}.bias (qwen2)
+  bool qk_norm = false;   // blk.N.attn_{q,k}_norm.weight (qwen3)
+  bool rope_freqs = false;  // rope_freqs.weight, divisors of the rotary frequencies (Llama 3.1)
   formats::DType matrix_type = formats::DType::Q8_0;
   bool tied_output = true;
   // > 0: unused tokens are added before the control tokens until the vocabulary holds a multiple
@@ -41,5 +49,10 @@ std::vector<std::string> tiny_vocab(int64_t multiple = 0);
 gguf::Writer tiny_model_writer(const TinyModelSpec& spec = {});
 // Writes the model to `path`.
 void write_tiny_model(const std::string& path, const TinyModelSpec& spec = {});
+
+// The spec of the tiny model of the reference test `name`: llama, llama-rope-freqs (Llama 3.1's
+// rope_freqs), qwen2 (q/k/v biases), qwen3 (QK-norm, head_dim other than n_embd / n_head as in
+// Qwen3-0.6B); throws std::invalid_argument for another name.
+TinyModelSpec tiny_arch_spec(const std::string& name);
 
 }  // namespace squeeze::testing

@@ -80,6 +80,10 @@ int cmd_sparsify(int argc, char** argv) {
     }
     if (threads < 0) throw UsageError("--threads must be positive");
     auto model = model::Model::load(resolve_model_path(in));
+    if (model->hparams().n_expert > 0) {
+      throw UsageError(model->file().path() + ": activation sparsity does not cover a MoE "
+                       "model's experts yet");
+    }
     compress::check_output_path(model->file(), out);
     const std::string text = calib::read_calibration_text(calib);
     tokenizer::Tokenizer tok(tokenizer::read_vocab(model->file()));

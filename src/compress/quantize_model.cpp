@@ -150,6 +150,10 @@ QuantizeStats quantize_model(const std::string& model_path, const std::string& o
 
   std::unique_ptr<model::Model> m = model::Model::load(model_path);
   const gguf::File& src = m->file();
+  if (m->hparams().n_expert > 0) {
+    throw UsageError(src.path() + ": --method does not quantize a MoE model's experts yet (they "
+                     "would be left as they are); convert it with --type");
+  }
   check_output_path(src, out_path);
   std::string calib_text;
   if (gptq) calib_text = calib::read_calibration_text(o.calib_path);

@@ -54,7 +54,20 @@ int64_t bench_n_seq(const std::vector<BenchTest>& tests) {
   return n;
 }
 
-double gen_bytes_per_token(const model::Model& m) { return static_cast<double>(m.weight_bytes()); }
+double gen_bytes_per_token(const model::Model& m) {
+  // A MoE token reads n_expert_used of each layer's n_expert experts.
+  double unread = 0;
+  const model::HParams& hp = m.hparams();
+  for (const model::LayerWeights& L : m.layers) {
+    for (const model::ExpertMlp& e : L.experts) {
+      for (const ops::WeightView* w : {&e.gate, &e.up, &e.down}) {
+        unread += static_cast<double>(w->n_rows) * static_cast<double>(w->row_bytes);
+      }
+    }
+  }
+  if (hp.n_expert > 0) unread *= 1.0 - static_cast<double>(hp.n_expert_used) / hp.n_expert;
+  return static_cast<double>(m.weight_bytes()) - unread;
+}
 
 double prompt_flop(const model::Model& m, int64_t n_tokens) {
   auto macs = [](const ops::WeightView& w) {
@@ -63,7 +76,12 @@ double prompt_flop(const model::Model& m, int64_t n_tokens) {
   double layer_macs = 0;  // per token, all layers
   for (const model::LayerWeights& L : m.layers) {
     layer_macs += macs(L.wq) + macs(L.wk) + macs(L.wv) + macs(L.wo) + macs(L.ffn_gate) +
-                  macs(L.ffn_up) + macs(L.ffn_down);
+                  macs(L.ffn_up) + macs(L.ffn_down) + macs(L.ffn_gate_inp);
+    if (!L.experts.empty()) {  // each token through n_expert_used experts
+      const model::ExpertMlp& e = L.experts[0];
+      layer_macs += static_cast<double>(m.hparams().n_expert_used) *
+                    (macs(e.gate) + macs(e.up) + macs(e.down));
+    }
   }
   const model::HParams& hp = m.hparams();
   const double n = static_cast<double>(n_tokens);

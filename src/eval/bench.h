@@ -42,11 +42,12 @@ int64_t bench_n_seq(const std::vector<BenchTest>& tests);
 
 // Counted work, from the model's shapes (see docs/BENCHMARKS.md).
 // Bytes of weight matrices read per generated token: Model::weight_bytes() (the 7 matrices of
-// every layer and the output head, in their stored formats; tied heads counted once). Not
-// counted: norms, the one embedding row, the KV cache.
+// every layer and the output head, in their stored formats; tied heads counted once), of a MoE
+// layer's experts only n_expert_used of n_expert (what one token reads). Not counted: norms,
+// the one embedding row, the KV cache.
 double gen_bytes_per_token(const model::Model& m);
 // FLOPs of one pp test of n tokens from an empty context: 2 per multiply-add of the layer
-// matmuls for every token, of the output head for the last token only (as decode computes it),
+// matmuls for every token (MoE: the router and n_expert_used experts), of the output head for the last token only (as decode computes it),
 // and of attention (q.k and p.v over the i+1 visible positions of token i). Not counted: norms,
 // rope, softmax, SwiGLU, residual adds, activation quantization.
 double prompt_flop(const model::Model& m, int64_t n_tokens);

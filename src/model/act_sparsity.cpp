@@ -92,6 +92,10 @@ ActSparsity::ActSparsity(const Model& m, sparsity::ThresholdTable table, double 
                          bool column_layouts)
     : table_(std::move(table)) {
   const HParams& hp = m.hparams();
+  if (hp.n_expert > 0) {
+    throw UsageError(m.file().path() + ": activation sparsity does not cover a MoE model's "
+                     "experts yet");
+  }
   if (table_.method != sparsity::Method::Teal && hp.ffn_act != HParams::FfnAct::Silu) {
     throw UsageError(m.file().path() + ": its sparsity table cuts the MLP by SiLU(gate), and "
                      "this model's MLP is not SwiGLU");

@@ -10,7 +10,7 @@ namespace squeeze::model {
 
 namespace {
 
-const Arch* const kArchs[] = {&kLlamaArch, &kGemma3Arch, &kQwen2Arch, &kQwen3Arch};
+const Arch* const kArchs[] = {&kLlamaArch, &kGemma3Arch, &kQwen2Arch, &kQwen3Arch, &kQwen3MoeArch};
 
 }  // namespace
 

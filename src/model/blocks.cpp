@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 
 #include "model/names.h"
 #include "model/sparse_blocks.h"
@@ -79,6 +80,77 @@ void rms_norm_heads(const LayerPass& p, float* x, int64_t n_heads, const float* 
 void add_bias_rows(const LayerPass& p, float* x, const float* b, int64_t width) {
   for (int64_t t = 0; t < p.n; ++t) {
     for (int64_t i = 0; i < width; ++i) x[t * width + i] += b[i];
+  }
+}
+
+void moe_mlp(const LayerPass& p) {
+  const HParams& hp = p.hp;
+  ForwardScratch& s = p.s;
+  ForwardScratch::Moe& mo = s.moe;
+  const int64_t n = p.n, n_embd = hp.n_embd, n_ff = hp.n_ff;
+  const int64_t n_exp = hp.n_expert, k = hp.n_expert_used;
+  mo.probs.resize(static_cast<size_t>(n * n_exp));
+  p.matmul(p.L.ffn_gate_inp, s.xn.data(), mo.probs.data());
+  mo.chosen.resize(static_cast<size_t>(n * k));
+  mo.weights.resize(static_cast<size_t>(n * k));
+  mo.order.resize(static_cast<size_t>(n_exp));
+  for (int64_t t = 0; t < n; ++t) {
+    // ggml_soft_max: exp(x - max) summed in double, scaled by the float of 1 / sum.
+    float* pr = mo.probs.data() + t * n_exp;
+    const float mx = *std::max_element(pr, pr + n_exp);
+    double sum = 0;
+    for (int64_t e = 0; e < n_exp; ++e) {
+      pr[e] = std::exp(pr[e] - mx);
+      sum += pr[e];
+    }
+    const float inv = static_cast<float>(1.0 / sum);
+    for (int64_t e = 0; e < n_exp; ++e) pr[e] *= inv;
+    std::iota(mo.order.begin(), mo.order.end(), 0);
+    std::partial_sort(mo.order.begin(), mo.order.begin() + k, mo.order.end(),
+                      [&](int32_t a, int32_t b) { return pr[a] > pr[b] || (pr[a] == pr[b] && a < b); });
+    // The chosen probabilities over their sum (summed in double, the sum at least 2^-14).
+    double wsum = 0;
+    for (int64_t j = 0; j < k; ++j) wsum += pr[mo.order[j]];
+    const float div = std::max(static_cast<float>(wsum), 6.103515625e-5f);
+    for (int64_t j = 0; j < k; ++j) {
+      mo.chosen[t * k + j] = mo.order[j];
+      mo.weights[t * k + j] = pr[mo.order[j]] / div;
+    }
+  }
+  mo.slots.resize(static_cast<size_t>(n * k * n_embd));
+  mo.x.resize(static_cast<size_t>(n * n_embd));
+  mo.y.resize(static_cast<size_t>(n * n_embd));
+  for (int64_t e = 0; e < n_exp; ++e) {
+    mo.rows.clear();
+    for (int64_t r = 0; r < n * k; ++r) {
+      if (mo.chosen[r] == e) mo.rows.push_back(static_cast<int32_t>(r));
+    }
+    if (mo.rows.empty()) continue;
+    const int64_t m = static_cast<int64_t>(mo.rows.size());
+    for (int64_t j = 0; j < m; ++j) {
+      const float* src = s.xn.data() + (mo.rows[j] / k) * n_embd;
+      std::copy(src, src + n_embd, mo.x.data() + j * n_embd);
+    }
+    const ExpertMlp& E = p.L.experts[e];
+    ops::matmul({{&E.gate, s.gate.data(), n_ff}, {&E.up, s.up.data(), n_ff}}, mo.x.data(), m,
+                n_embd, p.pool, s.mm);
+    gated_act(hp, s.gate.data(), s.up.data(), m * n_ff, s.gate.data());
+    ops::matmul(E.down, s.gate.data(), m, n_ff, mo.y.data(), n_embd, p.pool, s.mm);
+    for (const ops::WeightView* w : {&E.gate, &E.up, &E.down}) p.count(dense_bytes(*w), dense_bytes(*w));
+    for (int64_t j = 0; j < m; ++j) {
+      const float w = mo.weights[mo.rows[j]];
+      const float* y = mo.y.data() + j * n_embd;
+      float* out = mo.slots.data() + static_cast<int64_t>(mo.rows[j]) * n_embd;
+      for (int64_t i = 0; i < n_embd; ++i) out[i] = y[i] * w;
+    }
+  }
+  for (int64_t t = 0; t < n; ++t) {
+    float* out = s.proj.data() + t * n_embd;
+    const float* slot = mo.slots.data() + t * k * n_embd;
+    std::copy(slot, slot + n_embd, out);
+    for (int64_t j = 1; j < k; ++j) {
+      for (int64_t i = 0; i < n_embd; ++i) out[i] += slot[j * n_embd + i];
+    }
   }
 }
 

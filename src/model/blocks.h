@@ -64,6 +64,14 @@ struct LayerBlocks {
 // The variants for `policy` (null: dense).
 const LayerBlocks& layer_blocks(const ActSparsity* policy);
 
+// The routed MLP of a MoE layer (L.experts), s.xn -> s.proj, as llama.cpp's build_moe_ffn with
+// softmax gating and renormalised weights (qwen3moe): per token, the router's softmax over the
+// experts, the n_expert_used most probable, their probabilities divided by their sum; the sum,
+// slot by slot, of each chosen expert's SwiGLU MLP times its weight. Only the chosen experts
+// run: the rows routed to an expert are gathered and multiplied at once, so each chosen
+// expert's weights are read once per chunk.
+void moe_mlp(const LayerPass& p);
+
 // out[t] = rms_norm(x[t]) * w for the chunk's tokens (rows of n_embd).
 void rms_norm_rows(const LayerPass& p, const float* x, const float* w, float* out);
 // RMS norm of each head (head_dim values) of the chunk's rows of n_heads heads, in place, with

@@ -68,6 +68,14 @@ struct ForwardScratch {
   std::vector<ops::SparseInput> ffn_in;
   std::vector<float> ffn_acc;
   SparsityCounters counters;
+  // A MoE layer's routing (moe_mlp): router probabilities [n, n_expert], chosen experts and
+  // their weights [n, n_expert_used], the rows routed to one expert (token * n_expert_used +
+  // slot), their gathered inputs and outputs, and each slot's weighted output.
+  struct Moe {
+    std::vector<float> probs;
+    std::vector<int32_t> chosen, order, rows;
+    std::vector<float> weights, x, y, slots;
+  } moe;
 };
 
 struct ForwardArgs {

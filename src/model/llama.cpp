@@ -38,8 +38,8 @@ void load(const gguf::File& f, HParams& hp, Model& m) {
 }  // namespace
 
 // One pre-norm block: x += attention(norm(x)); x += SwiGLU MLP(norm(x)), with the q/k/v biases
-// and the per-head QK-norm of the layer when it has them. Every intermediate has a name (passed
-// to the callback).
+// and the per-head QK-norm of the layer when it has them, and the routed MLP of its experts
+// when it has them (MoE). Every intermediate has a name (passed to the callback).
 void llama_family_layer(const Model& m, int64_t il, kv::KvCache& kv, ForwardScratch& s,
                         ThreadPool& pool, const ChunkLayout& b, const TensorCallback* callback) {
   const LayerPass p(m, il, b.n, s, pool, callback);
@@ -65,7 +65,11 @@ void llama_family_layer(const Model& m, int64_t il, kv::KvCache& kv, ForwardScra
 
   rms_norm_rows(p, x, p.L.ffn_norm, s.xn.data());
   p.emit(names::kFfnNorm, s.xn.data(), n_embd);
-  blocks.mlp(p);
+  if (p.L.experts.empty()) {
+    blocks.mlp(p);
+  } else {
+    moe_mlp(p);
+  }
   p.emit(names::kFfnOut, s.proj.data(), n_embd);
   add_rows(p, x, s.proj.data());
   p.emit(names::kLOut, x, n_embd);

@@ -13,8 +13,9 @@ extern const Arch kLlamaArch;
 // and rope_freqs (Llama 3.1+) where the file has them, per-head QK-norm weights when qk_norm.
 void load_llama_family(const gguf::File& f, HParams& hp, Model& m, ops::RopeLayout rope,
                        bool qk_norm);
-// The layer of the llama family (llama, qwen2, qwen3): pre-norm attention and SwiGLU MLP, with
-// q/k/v biases and per-head QK-norm where the layer's weights have them.
+// The layer of the llama family (llama, qwen2, qwen3, qwen3moe): pre-norm attention and SwiGLU
+// MLP, with q/k/v biases, per-head QK-norm and routed experts where the layer's weights have
+// them.
 void llama_family_layer(const Model& m, int64_t il, kv::KvCache& kv, ForwardScratch& s,
                         ThreadPool& pool, const ChunkLayout& b, const TensorCallback* callback);
 

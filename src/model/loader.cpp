@@ -19,6 +19,18 @@ const LayerMatrix kStandardLayerMatrices[7] = {
     {"ffn_down.weight", &LayerWeights::ffn_down, Width::Ff, Width::Embd, names::kFfnAct},
 };
 
+namespace {
+
+void require_computable(const gguf::File& f, const gguf::TensorInfo& t, const std::string& name) {
+  const auto& info = formats::format_info(t.type);
+  if (!info.supported) {
+    throw FormatError(f.path() + ": tensor '" + name + "' has type " + std::string(info.name) +
+                      ", which squeeze cannot compute with yet");
+  }
+}
+
+}  // namespace
+
 void bind_layer_matrices(const gguf::File& f, const HParams& hp, std::span<const LayerMatrix> manifest,
                          int64_t il, LayerWeights& L) {
   const std::string p = layer_prefix(il);
@@ -37,11 +49,7 @@ ops::WeightView bind_matrix(const gguf::File& f, const std::string& name, int64_
                       (t->shape.size() > 1 ? ", " + std::to_string(t->shape[1]) : "") +
                       "], expected [" + std::to_string(n_in) + ", " + std::to_string(n_out) + "]");
   }
-  const auto& info = formats::format_info(t->type);
-  if (!info.supported) {
-    throw FormatError(f.path() + ": tensor '" + name + "' has type " + std::string(info.name) +
-                      ", which squeeze cannot compute with yet");
-  }
+  require_computable(f, *t, name);
   ops::WeightView w;
   w.type = t->type;
   w.n_cols = n_in;
@@ -49,6 +57,31 @@ ops::WeightView bind_matrix(const gguf::File& f, const std::string& name, int64_
   w.row_bytes = formats::row_bytes(t->type, n_in);
   w.data = static_cast<const uint8_t*>(t->data);
   return w;
+}
+
+std::vector<ops::WeightView> bind_expert_matrices(const gguf::File& f, const std::string& name,
+                                                  int64_t n_in, int64_t n_out, int64_t n_expert) {
+  const gguf::TensorInfo* t = f.find_tensor(name);
+  if (t == nullptr) throw FormatError(f.path() + ": missing tensor '" + name + "'");
+  if (t->shape.size() != 3 || t->shape[0] != n_in || t->shape[1] != n_out ||
+      t->shape[2] != n_expert) {
+    std::string shape;
+    for (const int64_t d : t->shape) shape += (shape.empty() ? "" : ", ") + std::to_string(d);
+    throw FormatError(f.path() + ": tensor '" + name + "' has shape [" + shape + "], expected [" +
+                      std::to_string(n_in) + ", " + std::to_string(n_out) + ", " +
+                      std::to_string(n_expert) + "]");
+  }
+  require_computable(f, *t, name);
+  std::vector<ops::WeightView> views(static_cast<size_t>(n_expert));
+  for (int64_t e = 0; e < n_expert; ++e) {
+    ops::WeightView& w = views[e];
+    w.type = t->type;
+    w.n_cols = n_in;
+    w.n_rows = n_out;
+    w.row_bytes = formats::row_bytes(t->type, n_in);
+    w.data = static_cast<const uint8_t*>(t->data) + static_cast<size_t>(e * n_out) * w.row_bytes;
+  }
+  return views;
 }
 
 const float* bind_vector(const gguf::File& f, const std::string& name, int64_t n) {

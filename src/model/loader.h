@@ -20,6 +20,10 @@ int64_t positive(const gguf::File& f, const std::string& k, int64_t v);
 // A weight matrix [n_in] -> [n_out] (ggml shape [n_in, n_out]) of a supported format.
 ops::WeightView bind_matrix(const gguf::File& f, const std::string& name, int64_t n_in,
                             int64_t n_out);
+// The n_expert matrices [n_in] -> [n_out] stacked in one 3-D tensor [n_in, n_out, n_expert]
+// (a MoE layer's ffn_*_exps), as one view each.
+std::vector<ops::WeightView> bind_expert_matrices(const gguf::File& f, const std::string& name,
+                                                  int64_t n_in, int64_t n_out, int64_t n_expert);
 // A 1-D F32 vector of n elements.
 const float* bind_vector(const gguf::File& f, const std::string& name, int64_t n);
 // The same, or null when the file has no tensor of that name.

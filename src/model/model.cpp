@@ -27,6 +27,8 @@ size_t Model::weight_bytes() const {
   size_t total = bytes(output);
   for (const LayerWeights& L : layers) {
     for (const LayerMatrix& lm : arch_->layer_matrices) total += bytes(L.*lm.view);
+    total += bytes(L.ffn_gate_inp);
+    for (const ExpertMlp& e : L.experts) total += bytes(e.gate) + bytes(e.up) + bytes(e.down);
   }
   return total;
 }

@@ -23,7 +23,9 @@ struct HParams {
   int64_t n_layer = 0;
   int64_t n_head = 0;
   int64_t n_head_kv = 0;
-  int64_t n_ff = 0;
+  int64_t n_ff = 0;          // the MLP's width (MoE: each expert's)
+  int64_t n_expert = 0;      // MoE: experts per layer (0: a dense MLP)
+  int64_t n_expert_used = 0; // MoE: experts each token is routed to
   int64_t head_dim = 0;      // per-head size of q, k and v
   int64_t n_rot = 0;         // rotary dims per head
   float rope_freq_base = 10000.0f;
@@ -43,6 +45,14 @@ struct HParams {
   }
 };
 
+// One expert of a routed (MoE) MLP: a SwiGLU MLP of n_ff wide, a slice of the layer's stacked
+// ffn_{gate,up,down}_exps tensors.
+struct ExpertMlp {
+  ops::WeightView gate;  // [n_embd] -> [n_ff]
+  ops::WeightView up;    // [n_embd] -> [n_ff]
+  ops::WeightView down;  // [n_ff] -> [n_embd]
+};
+
 struct LayerWeights {
   const float* attn_norm = nullptr;  // [n_embd]
   ops::WeightView wq;                // [n_embd] -> [n_head * head_dim]
@@ -58,6 +68,9 @@ struct LayerWeights {
   const float* bk = nullptr;              // [n_head_kv * head_dim] bias of wk
   const float* bv = nullptr;              // [n_head_kv * head_dim] bias of wv
   const float* rope_freqs = nullptr;  // [n_rot / 2] rotary frequency divisors (Llama 3.1+)
+  // MoE layers (qwen3moe): the router and the experts, in place of ffn_gate/up/down.
+  ops::WeightView ffn_gate_inp;       // [n_embd] -> [n_expert] router logits
+  std::vector<ExpertMlp> experts;     // [n_expert]
   const float* attn_q_norm = nullptr;     // [head_dim] RMS norm of each query head (QK-norm)
   const float* attn_k_norm = nullptr;     // [head_dim] RMS norm of each key head
   const float* attn_post_norm = nullptr;  // [n_embd] RMS norm of the attention block's output

@@ -80,7 +80,8 @@ void gguf_seeds(const std::string& model) {
     table(sparsity::Method::Teal, 1, true).write(w);
   };
   put("gguf", "tiny_teal.gguf", testing::tiny_model_writer(sparse).to_bytes());
-  // The llama family's other layers: qwen2's biases and rope_freqs, qwen3's head norms.
+  // The llama family's other layers: qwen2's biases and rope_freqs, qwen3's head norms,
+  // qwen3moe's router and stacked experts.
   testing::TinyModelSpec qwen2 = small_spec();
   qwen2.arch = "qwen2";
   qwen2.qkv_bias = true;
@@ -90,6 +91,11 @@ void gguf_seeds(const std::string& model) {
   qwen3.arch = "qwen3";
   qwen3.qk_norm = true;
   put("gguf", "tiny_qwen3.gguf", testing::tiny_model_writer(qwen3).to_bytes());
+  testing::TinyModelSpec moe = qwen3;
+  moe.arch = "qwen3moe";
+  moe.n_expert = 4;
+  moe.n_expert_used = 2;
+  put("gguf", "tiny_qwen3moe.gguf", testing::tiny_model_writer(moe).to_bytes());
 
   // Every value type once.
   gguf::Writer w(64);

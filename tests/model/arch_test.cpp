@@ -29,9 +29,10 @@ TEST(Arch, FoundByNameAndUnknownNamesAreRefused) {
   ASSERT_NE(find_arch("gemma3"), nullptr);
   ASSERT_NE(find_arch("qwen2"), nullptr);
   ASSERT_NE(find_arch("qwen3"), nullptr);
-  EXPECT_EQ(find_arch("qwen3moe"), nullptr);
+  ASSERT_NE(find_arch("qwen3moe"), nullptr);
+  EXPECT_EQ(find_arch("mixtral"), nullptr);
   EXPECT_EQ(find_arch(""), nullptr);
-  EXPECT_EQ(supported_archs(), "llama, gemma3, qwen2, qwen3");
+  EXPECT_EQ(supported_archs(), "llama, gemma3, qwen2, qwen3, qwen3moe");
 
   testing::TinyModelSpec spec;
   spec.skip_keys = {"general.architecture"};
@@ -43,7 +44,7 @@ TEST(Arch, FoundByNameAndUnknownNamesAreRefused) {
     FAIL() << "an unknown architecture loaded";
   } catch (const FormatError& e) {
     EXPECT_NE(std::string(e.what()).find(
-                  "unsupported architecture 'mamba' (supported: llama, gemma3, qwen2, qwen3)"),
+                  "unsupported architecture 'mamba' (supported: llama, gemma3, qwen2, qwen3, qwen3moe)"),
               std::string::npos)
         << e.what();
   }
@@ -96,7 +97,8 @@ TEST(Arch, Gemma3MetadataErrorsNameTheKey) {
   EXPECT_NE(value_len.find("gemma3.attention.value_length"), std::string::npos) << value_len;
 }
 
-// qwen2's biases and qwen3's head norms: a missing or misshapen one is a FormatError naming it.
+// qwen2's biases, qwen3's head norms, qwen3moe's expert keys and tensors: a missing or
+// misshapen one is a FormatError naming it.
 TEST(Arch, QwenTensorErrorsNameTheTensor) {
   auto load_error = [](testing::TinyModelSpec spec) {
     const std::string path = tmp_path(spec.arch.c_str());
@@ -123,6 +125,29 @@ TEST(Arch, QwenTensorErrorsNameTheTensor) {
   qwen2 = testing::tiny_arch_spec("qwen2");
   qwen2.qkv_bias = false;
   EXPECT_EQ(load_error(qwen2), "");
+
+  // qwen3moe: the expert keys and the stacked expert tensors.
+  testing::TinyModelSpec moe = testing::tiny_arch_spec("qwen3moe");
+  EXPECT_EQ(load_error(moe), "");
+  moe.skip_keys = {"qwen3moe.expert_count"};
+  EXPECT_NE(load_error(moe).find("qwen3moe.expert_count"), std::string::npos);
+  moe = testing::tiny_arch_spec("qwen3moe");
+  moe.skip_keys = {"qwen3moe.expert_used_count"};
+  moe.extra = [](gguf::Writer& w) { w.add_uint32("qwen3moe.expert_used_count", 9); };
+  EXPECT_NE(load_error(moe).find("expert_used_count' (9) exceeds expert_count (8)"),
+            std::string::npos);
+  moe = testing::tiny_arch_spec("qwen3moe");
+  moe.skip_tensors = {"blk.2.ffn_down_exps.weight"};
+  moe.extra = [](gguf::Writer& w) {
+    w.add_tensor("blk.2.ffn_down_exps.weight", formats::DType::F32, {32, 64, 7},
+                 std::vector<uint8_t>(32 * 64 * 7 * 4));
+  };
+  const std::string shape = load_error(moe);
+  EXPECT_NE(shape.find("'blk.2.ffn_down_exps.weight' has shape [32, 64, 7], expected [32, 64, 8]"),
+            std::string::npos) << shape;
+  moe = testing::tiny_arch_spec("qwen3moe");
+  moe.skip_tensors = {"blk.1.ffn_gate_inp.weight"};
+  EXPECT_NE(load_error(moe).find("blk.1.ffn_gate_inp.weight"), std::string::npos);
 }
 
 TEST(Arch, ManifestBindsEveryLayerMatrixWithItsShape) {

@@ -95,6 +95,11 @@ gguf::Writer tiny_model_writer(const TinyModelSpec& s) {
     u32(a + "attention.key_length", static_cast<uint32_t>(s.head_dim));
     u32(a + "attention.value_length", static_cast<uint32_t>(s.head_dim));
   }
+  if (s.n_expert > 0) {
+    u32(a + "expert_count", static_cast<uint32_t>(s.n_expert));
+    u32(a + "expert_used_count", static_cast<uint32_t>(s.n_expert_used));
+    u32(a + "expert_feed_forward_length", static_cast<uint32_t>(s.n_ff));
+  }
   if (!skip_key(a + "rope.freq_base")) w.add_float32(a + "rope.freq_base", 10000.0f);
   if (!skip_key(a + "attention.layer_norm_rms_epsilon")) {
     w.add_float32(a + "attention.layer_norm_rms_epsilon", 1e-5f);
@@ -164,9 +169,23 @@ gguf::Writer tiny_model_writer(const TinyModelSpec& s) {
     }
     matrix(p + "attn_output.weight", s.n_head * head_dim, s.n_embd, in_scale);
     tensor(p + "ffn_norm.weight", formats::DType::F32, {s.n_embd}, norm_vector(s.n_embd, rng));
+    const float ff_scale = 1.0f / std::sqrt(static_cast<float>(s.n_ff));
+    if (s.n_expert > 0) {
+      // The router in f32 (as llama.cpp's conversions keep it), the experts stacked.
+      tensor(p + "ffn_gate_inp.weight", formats::DType::F32, {s.n_embd, s.n_expert},
+             random_matrix(formats::DType::F32, s.n_embd, s.n_expert, 2 * in_scale, rng));
+      auto experts = [&](const std::string& name, int64_t n_in, int64_t n_out, float scale) {
+        tensor(name, s.matrix_type, {n_in, n_out, s.n_expert},
+               random_matrix(s.matrix_type, n_in, n_out * s.n_expert, scale, rng));
+      };
+      experts(p + "ffn_gate_exps.weight", s.n_embd, s.n_ff, in_scale);
+      experts(p + "ffn_up_exps.weight", s.n_embd, s.n_ff, in_scale);
+      experts(p + "ffn_down_exps.weight", s.n_ff, s.n_embd, ff_scale);
+      continue;
+    }
     matrix(p + "ffn_gate.weight", s.n_embd, s.n_ff, in_scale);
     matrix(p + "ffn_up.weight", s.n_embd, s.n_ff, in_scale);
-    matrix(p + "ffn_down.weight", s.n_ff, s.n_embd, 1.0f / std::sqrt(static_cast<float>(s.n_ff)));
+    matrix(p + "ffn_down.weight", s.n_ff, s.n_embd, ff_scale);
   }
   return w;
 }
@@ -188,9 +207,14 @@ TinyModelSpec tiny_arch_spec(const std::string& name) {
     s.rope_freqs = true;
   } else if (name == "qwen2") {
     s.qkv_bias = true;
-  } else if (name == "qwen3") {
+  } else if (name == "qwen3" || name == "qwen3moe") {
     s.qk_norm = true;
     s.head_dim = 32;  // n_head * head_dim = 128, twice n_embd
+    if (name == "qwen3moe") {
+      s.n_expert = 8;
+      s.n_expert_used = 2;
+      s.n_ff = 32;
+    }
   } else if (name != "llama") {
     throw std::invalid_argument("no tiny reference model of architecture '" + name + "'");
   }

@@ -27,6 +27,10 @@ struct TinyModelSpec {
   bool qkv_bias = false;  // blk.N.attn_{q,k,v}.bias (qwen2)
   bool qk_norm = false;   // blk.N.attn_{q,k}_norm.weight (qwen3)
   bool rope_freqs = false;  // rope_freqs.weight, divisors of the rotary frequencies (Llama 3.1)
+  // > 0: a routed MLP (qwen3moe) of n_expert experts of n_ff wide, n_expert_used per token, in
+  // place of the dense MLP.
+  int64_t n_expert = 0;
+  int64_t n_expert_used = 0;
   formats::DType matrix_type = formats::DType::Q8_0;
   bool tied_output = true;
   // > 0: unused tokens are added before the control tokens until the vocabulary holds a multiple
@@ -52,7 +56,7 @@ void write_tiny_model(const std::string& path, const TinyModelSpec& spec = {});
 
 // The spec of the tiny model of the reference test `name`: llama, llama-rope-freqs (Llama 3.1's
 // rope_freqs), qwen2 (q/k/v biases), qwen3 (QK-norm, head_dim other than n_embd / n_head as in
-// Qwen3-0.6B); throws std::invalid_argument for another name.
+// Qwen3-0.6B), qwen3moe (qwen3's attention, 8 experts, 2 per token); throws std::invalid_argument for another name.
 TinyModelSpec tiny_arch_spec(const std::string& name);
 
 }  // namespace squeeze::testing

@@ -1,4 +1,5 @@
-// The llama family's architectures (llama, llama with Llama 3.1's rope_freqs, qwen2 with q/k/v
+// The llama family's architectures (llama, llama with Llama 3.1's rope_freqs, llama with a
+// SentencePiece vocabulary, qwen2 with q/k/v
 // biases, qwen3 with QK-norm and a head width other than n_embd / n_head, qwen3moe with 8 experts
 // of which 2 run per token) on tiny random-weight models against llama.cpp: the
 // fixtures tests/data/tiny_ARCH.json hold llama.cpp's prompt ids, greedy tokens and every logit
@@ -71,7 +72,7 @@ TEST_P(ArchReference, GreedyTokensAndLogitsEqualLlamaCpp) {
   std::printf("  %s: largest logit difference %.2e of the spread\n", arch.c_str(), worst);
 }
 
-INSTANTIATE_TEST_SUITE_P(Tiny, ArchReference, ::testing::Values("llama", "llama-rope-freqs", "qwen2", "qwen3", "qwen3moe"),
+INSTANTIATE_TEST_SUITE_P(Tiny, ArchReference, ::testing::Values("llama", "llama-rope-freqs", "llama-spm", "qwen2", "qwen3", "qwen3moe"),
                          [](const auto& info) {
                            std::string name = info.param;
                            std::replace(name.begin(), name.end(), '-', '_');

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <random>
 #include <stdexcept>
@@ -49,6 +50,23 @@ std::vector<std::string> tiny_vocab(int64_t multiple) {
   return v;
 }
 
+std::vector<std::string> tiny_spm_vocab() {
+  std::vector<std::string> v = {"<unk>", "<s>", "</s>"};
+  for (int b = 0; b < 256; ++b) {
+    char buf[8];
+    std::snprintf(buf, sizeof buf, "<0x%02X>", b);
+    v.push_back(buf);
+  }
+  // Pieces in merge order; "_" stands for U+2581, SentencePiece's word boundary.
+  for (std::string piece : {"_", "_t", "he", "_the", "in", "er", "_a", "on", "or", "_o", "at",
+                            "an", "_of", "is", "_s", "e", "a", "t", "o", "n", "_T", "_The", "it",
+                            "al", "ce", "ll", "_F", "ra", "_c", "ap", "_cap"}) {
+    if (piece[0] == '_') piece.replace(0, 1, "\u2581");
+    v.push_back(piece);
+  }
+  return v;
+}
+
 namespace {
 
 std::vector<uint8_t> random_matrix(formats::DType type, int64_t n_cols, int64_t n_rows,
@@ -75,6 +93,46 @@ std::vector<uint8_t> norm_vector(int64_t n, std::mt19937& rng) {
 }
 
 }  // namespace
+
+// The GPT-2 style tokenizer keys of tiny_vocab (bos = eos = <|endoftext|>, no BOS added) and
+// a ChatML template.
+void add_gpt2_vocab(gguf::Writer& w, const std::vector<std::string>& vocab,
+                    const std::function<bool(const std::string&)>& skip_key) {
+  const auto n_vocab = static_cast<uint32_t>(vocab.size());
+  if (!skip_key("tokenizer.ggml.model")) w.add_string("tokenizer.ggml.model", "gpt2");
+  if (!skip_key("tokenizer.ggml.pre")) w.add_string("tokenizer.ggml.pre", "smollm");
+  if (!skip_key("tokenizer.ggml.tokens")) w.add_string_array("tokenizer.ggml.tokens", vocab);
+  std::vector<int32_t> types(vocab.size(), 1);
+  for (size_t i = vocab.size() - 3; i < vocab.size(); ++i) types[i] = 3;  // control
+  w.add_int32_array("tokenizer.ggml.token_type", types);
+  if (!skip_key("tokenizer.ggml.merges")) w.add_string_array("tokenizer.ggml.merges", tiny_merges());
+  w.add_uint32("tokenizer.ggml.bos_token_id", n_vocab - 3);
+  w.add_uint32("tokenizer.ggml.eos_token_id", n_vocab - 3);
+  w.add_bool("tokenizer.ggml.add_bos_token", false);
+  w.add_string("tokenizer.chat_template",
+               "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + "
+               "message['content'] + '<|im_end|>' + '\n'}}{% endfor %}{% if "
+               "add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}");
+}
+
+// A SentencePiece vocabulary's keys (Llama 2's layout): <unk> <s> </s>, the byte tokens, then
+// pieces scored by their order (earlier merges first); BOS added.
+void add_spm_vocab(gguf::Writer& w, const std::vector<std::string>& vocab) {
+  w.add_string("tokenizer.ggml.model", "llama");
+  w.add_string_array("tokenizer.ggml.tokens", vocab);
+  std::vector<float> scores(vocab.size(), 0.0f);
+  std::vector<int32_t> types(vocab.size(), 1);  // normal
+  types[0] = 2;                                 // unknown
+  types[1] = types[2] = 3;                      // control
+  for (size_t i = 3; i < 3 + 256; ++i) types[i] = 6;  // byte
+  for (size_t i = 3 + 256; i < vocab.size(); ++i) scores[i] = -static_cast<float>(i);
+  w.add_float32_array("tokenizer.ggml.scores", scores);
+  w.add_int32_array("tokenizer.ggml.token_type", types);
+  w.add_uint32("tokenizer.ggml.unknown_token_id", 0);
+  w.add_uint32("tokenizer.ggml.bos_token_id", 1);
+  w.add_uint32("tokenizer.ggml.eos_token_id", 2);
+  w.add_bool("tokenizer.ggml.add_bos_token", true);
+}
 
 gguf::Writer tiny_model_writer(const TinyModelSpec& s) {
   gguf::Writer w;
@@ -104,22 +162,14 @@ gguf::Writer tiny_model_writer(const TinyModelSpec& s) {
   if (!skip_key(a + "attention.layer_norm_rms_epsilon")) {
     w.add_float32(a + "attention.layer_norm_rms_epsilon", 1e-5f);
   }
-  const std::vector<std::string> vocab = tiny_vocab(s.vocab_multiple);
+  const std::vector<std::string> vocab =
+      s.spm_vocab ? tiny_spm_vocab() : tiny_vocab(s.vocab_multiple);
   const int64_t n_vocab = static_cast<int64_t>(vocab.size());
-  if (!skip_key("tokenizer.ggml.model")) w.add_string("tokenizer.ggml.model", "gpt2");
-  if (!skip_key("tokenizer.ggml.pre")) w.add_string("tokenizer.ggml.pre", "smollm");
-  if (!skip_key("tokenizer.ggml.tokens")) w.add_string_array("tokenizer.ggml.tokens", vocab);
-  std::vector<int32_t> types(vocab.size(), 1);
-  for (size_t i = vocab.size() - 3; i < vocab.size(); ++i) types[i] = 3;  // control
-  w.add_int32_array("tokenizer.ggml.token_type", types);
-  if (!skip_key("tokenizer.ggml.merges")) w.add_string_array("tokenizer.ggml.merges", tiny_merges());
-  w.add_uint32("tokenizer.ggml.bos_token_id", static_cast<uint32_t>(n_vocab - 3));
-  w.add_uint32("tokenizer.ggml.eos_token_id", static_cast<uint32_t>(n_vocab - 3));
-  w.add_bool("tokenizer.ggml.add_bos_token", false);
-  w.add_string("tokenizer.chat_template",
-               "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + "
-               "message['content'] + '<|im_end|>' + '\n'}}{% endfor %}{% if "
-               "add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}");
+  if (s.spm_vocab) {
+    add_spm_vocab(w, vocab);
+  } else {
+    add_gpt2_vocab(w, vocab, skip_key);
+  }
   if (s.extra) s.extra(w);
 
   std::mt19937 rng(static_cast<uint32_t>(s.seed));
@@ -205,6 +255,9 @@ TinyModelSpec tiny_arch_spec(const std::string& name) {
   if (name == "llama-rope-freqs") {
     s.arch = "llama";
     s.rope_freqs = true;
+  } else if (name == "llama-spm") {
+    s.arch = "llama";
+    s.spm_vocab = true;
   } else if (name == "qwen2") {
     s.qkv_bias = true;
   } else if (name == "qwen3" || name == "qwen3moe") {

@@ -31,6 +31,9 @@ struct TinyModelSpec {
   // place of the dense MLP.
   int64_t n_expert = 0;
   int64_t n_expert_used = 0;
+  // A SentencePiece vocabulary (tokenizer.ggml.model "llama": Llama 2, Mistral, TinyLlama) of
+  // <unk> <s> </s>, 256 byte tokens and a few scored pieces, BOS added; else the GPT-2 one.
+  bool spm_vocab = false;
   formats::DType matrix_type = formats::DType::Q8_0;
   bool tied_output = true;
   // > 0: unused tokens are added before the control tokens until the vocabulary holds a multiple
@@ -50,12 +53,15 @@ std::string byte_to_token_text(uint8_t b);
 // control tokens <|endoftext|> <|im_start|> <|im_end|>.
 std::vector<std::string> tiny_vocab(int64_t multiple = 0);
 
+// Token texts of the SentencePiece variant (TinyModelSpec::spm_vocab).
+std::vector<std::string> tiny_spm_vocab();
+
 gguf::Writer tiny_model_writer(const TinyModelSpec& spec = {});
 // Writes the model to `path`.
 void write_tiny_model(const std::string& path, const TinyModelSpec& spec = {});
 
 // The spec of the tiny model of the reference test `name`: llama, llama-rope-freqs (Llama 3.1's
-// rope_freqs), qwen2 (q/k/v biases), qwen3 (QK-norm, head_dim other than n_embd / n_head as in
+// rope_freqs), llama-spm (a SentencePiece vocabulary), qwen2 (q/k/v biases), qwen3 (QK-norm, head_dim other than n_embd / n_head as in
 // Qwen3-0.6B), qwen3moe (qwen3's attention, 8 experts, 2 per token); throws std::invalid_argument for another name.
 TinyModelSpec tiny_arch_spec(const std::string& name);
 

@@ -15,7 +15,7 @@ method x bits x group size, then measures every file the same way:
 
 Results are cached per cell in --out (JSON), so an interrupted run resumes where it stopped.
 
-Usage: bench/quant_table.py [--squeeze build/squeeze] [--chunks 40] [--calib-samples 128]
+Usage: bench/quant_table.py [--squeeze build/squeeze] [--model BASE] [--chunks 40] [--calib-samples 128]
                             [--hellaswag-tasks 1000]
                             [--only LABEL...] [--out bench/out/quant_table]
 """
@@ -91,6 +91,7 @@ def tg128(sq, model, reps):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--squeeze", default=os.path.join(ROOT, "build", "squeeze"))
+    ap.add_argument("--model", default=BASE, help="the base model (default SmolLM2's Q4_1 file)")
     ap.add_argument("--chunks", type=int, default=40)
     ap.add_argument("--calib-samples", type=int, default=128)
     ap.add_argument("--reps", type=int, default=3)
@@ -102,19 +103,20 @@ def main():
     ap.add_argument("--only", nargs="*")
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "out", "quant_table"))
     a = ap.parse_args()
+    base = a.model
     os.makedirs(a.out, exist_ok=True)
     base_logits = os.path.join(a.out, f"base-{a.chunks}.logits")
     res_path = os.path.join(a.out, "results.json")
     res = json.load(open(res_path)) if os.path.exists(res_path) else {}
 
     if "base" not in res or not os.path.exists(base_logits):
-        run([a.squeeze, "perplexity", "-m", BASE, "-f", TEST, "--chunks", str(a.chunks),
+        run([a.squeeze, "perplexity", "-m", base, "-f", TEST, "--chunks", str(a.chunks),
              "--save-logits", base_logits])
-        res["base"] = measure(a.squeeze, BASE, base_logits, a.chunks)
+        res["base"] = measure(a.squeeze, base, base_logits, a.chunks)
         json.dump(res, open(res_path, "w"), indent=1)
     hs_key = f"hellaswag{a.hellaswag_tasks}"
     if a.hellaswag_tasks > 0 and hs_key not in res["base"]:
-        res["base"][hs_key] = squeeze_hellaswag(a.squeeze, BASE, a.hellaswag_tasks)
+        res["base"][hs_key] = squeeze_hellaswag(a.squeeze, base, a.hellaswag_tasks)
         json.dump(res, open(res_path, "w"), indent=1)
     for label, method, bits, group, args in cells(a.calib_samples):
         if a.only and label not in a.only:
@@ -125,7 +127,7 @@ def main():
             if a.hellaswag_tasks > 0 and hs_key not in res[label]:
                 path = os.path.join(a.out, label + ".gguf")
                 if not os.path.exists(path):
-                    run([a.squeeze, "quantize", "-m", BASE, "-o", path] + res[label]["args"])
+                    run([a.squeeze, "quantize", "-m", base, "-o", path] + res[label]["args"])
                 res[label][hs_key] = squeeze_hellaswag(a.squeeze, path, a.hellaswag_tasks)
                 json.dump(res, open(res_path, "w"), indent=1)
                 if not a.keep:
@@ -133,7 +135,7 @@ def main():
             continue
         path = os.path.join(a.out, label + ".gguf")
         t0 = time.time()
-        p = run([a.squeeze, "quantize", "-m", BASE, "-o", path] + args)
+        p = run([a.squeeze, "quantize", "-m", base, "-o", path] + args)
         secs = time.time() - t0
         bpw = float(re.search(r"([\d.]+) bits per quantized weight", p.stderr).group(1))
         r = measure(a.squeeze, path, base_logits, a.chunks)
@@ -155,7 +157,7 @@ def main():
         print(f"{label}: {r}", file=sys.stderr, flush=True)
 
     if not a.no_speed:
-        files = {"base": BASE}
+        files = {"base": base}
         for f in sorted(os.listdir(a.out)):
             if f.startswith("layout-") and f.endswith(".gguf"):
                 files[f[len("layout-"):-len(".gguf")]] = os.path.join(a.out, f)
@@ -174,7 +176,7 @@ def main():
     print(f"| method | bits | group | calib samples | bits/weight | file MiB | PPL | mean KLD | "
           f"top-1 % | HellaSwag {a.hellaswag_tasks} acc % | tg128 t/s | quantize s |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
-    print(f"| base (Q4_1 file) | | | | | {b['file_mib']:.1f} | {b['ppl']:.3f} | 0 | 100 | "
+    print(f"| base ({os.path.basename(base)}) | | | | | {b['file_mib']:.1f} | {b['ppl']:.3f} | 0 | 100 | "
           f"{fmt_hs(b)} | {fmt_tg('base')} | |")
     for label, *_ in cells(a.calib_samples):
         if label not in res:

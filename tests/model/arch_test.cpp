@@ -23,6 +23,20 @@ std::string tmp_path(const char* name) {
       .string();
 }
 
+// The FormatError that loading the tiny model of `spec` gives ("" when it loads).
+std::string load_error_of(const testing::TinyModelSpec& spec) {
+  const std::string path = tmp_path(spec.arch.c_str());
+  testing::write_tiny_model(path, spec);
+  std::string what;
+  try {
+    Model::load(path);
+  } catch (const FormatError& e) {
+    what = e.what();
+  }
+  std::filesystem::remove(path);
+  return what;
+}
+
 TEST(Arch, FoundByNameAndUnknownNamesAreRefused) {
   ASSERT_NE(find_arch("llama"), nullptr);
   EXPECT_EQ(find_arch("llama")->name, "llama");
@@ -70,16 +84,7 @@ TEST(Arch, Gemma3MetadataErrorsNameTheKey) {
       w.add_float32("gemma3.attention.layer_norm_rms_epsilon", 1e-6f);
       more(w);
     };
-    const std::string path = tmp_path("gemma3");
-    testing::write_tiny_model(path, spec);
-    std::string what;
-    try {
-      Model::load(path);
-    } catch (const FormatError& e) {
-      what = e.what();
-    }
-    std::filesystem::remove(path);
-    return what;
+    return load_error_of(spec);
   };
   auto none = [](gguf::Writer&) {};
   EXPECT_NE(load_error(none, {"block_count"}).find("gemma3.block_count"), std::string::npos);
@@ -100,18 +105,7 @@ TEST(Arch, Gemma3MetadataErrorsNameTheKey) {
 // qwen2's biases, qwen3's head norms, qwen3moe's expert keys and tensors: a missing or
 // misshapen one is a FormatError naming it.
 TEST(Arch, QwenTensorErrorsNameTheTensor) {
-  auto load_error = [](testing::TinyModelSpec spec) {
-    const std::string path = tmp_path(spec.arch.c_str());
-    testing::write_tiny_model(path, spec);
-    std::string what;
-    try {
-      Model::load(path);
-    } catch (const FormatError& e) {
-      what = e.what();
-    }
-    std::filesystem::remove(path);
-    return what;
-  };
+  auto load_error = [](const testing::TinyModelSpec& spec) { return load_error_of(spec); };
   testing::TinyModelSpec qwen3 = testing::tiny_arch_spec("qwen3");
   qwen3.skip_tensors = {"blk.1.attn_k_norm.weight"};
   EXPECT_NE(load_error(qwen3).find("blk.1.attn_k_norm.weight"), std::string::npos);

@@ -31,13 +31,13 @@ int cmd_chat(int argc, char** argv) {
     const tokenizer::Tokenizer& tok = g.tokenizer();
     model::Context& ctx = g.context();
     sample::Sampler& sampler = g.sampler();
-    const auto tmpl = tokenizer::ChatTemplate::for_model(tok.vocab().chat_template, g.model().hparams().arch);
+    const auto tmpl = tokenizer::ChatTemplate::for_model(tok.vocab(), g.model().hparams().arch);
 
     std::vector<tokenizer::ChatMessage> history;
     if (!system.empty()) history.push_back({"system", system});
     std::vector<int32_t> cached;  // tokens whose K/V are in ctx, in order
-    std::cerr << "squeeze chat: " << g.model().file().path() << " (" << tmpl.family()
-              << " template, ctx " << mo.n_ctx << "). /reset clears, /quit leaves.\n";
+    std::cerr << "squeeze chat: " << g.model().file().path() << " (" << tmpl.origin()
+              << " chat template, ctx " << mo.n_ctx << "). /reset clears, /quit leaves.\n";
     std::string line;
     for (;;) {
       std::cout << "> " << std::flush;

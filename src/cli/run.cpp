@@ -31,7 +31,7 @@ int cmd_run(int argc, char** argv) {
     const tokenizer::Tokenizer& tok = g.tokenizer();
     std::string text = prompt;
     if (chat) {
-      auto tmpl = tokenizer::ChatTemplate::for_model(tok.vocab().chat_template, g.model().hparams().arch);
+      auto tmpl = tokenizer::ChatTemplate::for_model(tok.vocab(), g.model().hparams().arch);
       text = tmpl.apply({{"user", prompt}}, /*add_generation_prompt=*/true);
     }
     // Special-token texts in the prompt (<|im_start|>, ...) become their ids, as in llama-cli.

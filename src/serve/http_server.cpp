@@ -122,7 +122,13 @@ struct HttpServer::Impl {
       if (chat_template == nullptr) throw ApiError(400, "this model has no chat template", "messages");
       std::vector<tokenizer::ChatMessage> msgs;
       for (const ChatMessage& m : r.messages) msgs.push_back({m.role, m.content});
-      p.prompt = tok.encode(chat_template->apply(msgs, /*add_generation_prompt=*/true), true, true);
+      std::string text;
+      try {
+        text = chat_template->apply(msgs, /*add_generation_prompt=*/true);
+      } catch (const Error& e) {  // the template refused the messages (raise_exception)
+        throw ApiError(400, e.what(), "messages");
+      }
+      p.prompt = tok.encode(text, true, true);
     } else if (!r.prompt_tokens.empty()) {
       p.prompt = r.prompt_tokens;
       for (const int32_t t : p.prompt) {

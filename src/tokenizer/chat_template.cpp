@@ -1,117 +1,69 @@
 #include "tokenizer/chat_template.h"
 
 #include "core/error.h"
+#include "tokenizer/jinja.h"
+#include "tokenizer/tokenizer.h"
 
 namespace squeeze::tokenizer {
 namespace {
 
-constexpr std::string_view kSupported =
-    "chatml (<|im_start|>role ... <|im_end|>), gemma (<start_of_turn>role ... <end_of_turn>)";
-
-std::string_view trim(std::string_view s) {
-  constexpr std::string_view kSpace = " \t\n\r";
-  const size_t b = s.find_first_not_of(kSpace);
-  if (b == std::string_view::npos) return {};
-  return s.substr(b, s.find_last_not_of(kSpace) - b + 1);
-}
-
-// The system message a ChatML template writes itself: a literal
-// '<|im_start|>system\n...<|im_end|>' whose text has no Jinja or string syntax in it
-// (SmolLM2: "You are a helpful AI assistant named SmolLM, trained by Hugging Face").
-// The newline may be a real one or the two characters \n of a Jinja string literal.
-std::string find_default_system(std::string_view jinja) {
-  constexpr std::string_view kHeader = "<|im_start|>system";
-  constexpr std::string_view kEnd = "<|im_end|>";
-  for (size_t at = jinja.find(kHeader); at != std::string_view::npos; at = jinja.find(kHeader, at + 1)) {
-    std::string_view rest = jinja.substr(at + kHeader.size());
-    if (rest.starts_with("\n")) {
-      rest.remove_prefix(1);
-    } else if (rest.starts_with("\\n")) {
-      rest.remove_prefix(2);
-    } else {
-      continue;
-    }
-    const size_t end = rest.find(kEnd);
-    if (end == std::string_view::npos || end == 0) continue;
-    const std::string_view text = rest.substr(0, end);
-    if (text.find_first_of("'\"{}") != std::string_view::npos) continue;  // not a plain literal
-    std::string out;
-    for (size_t i = 0; i < text.size(); ++i) {
-      if (text[i] == '\\' && i + 1 < text.size() && text[i + 1] == 'n') {
-        out += '\n';
-        ++i;
-      } else {
-        out += text[i];
-      }
-    }
-    return out;
-  }
-  return {};
-}
+// Gemma's turns, for gemma files without a template: a system message opens the first user
+// turn followed by a blank line; the assistant's turns are "model"; contents are trimmed.
+constexpr std::string_view kGemma =
+    "{{ bos_token }}"
+    "{%- set first = 1 if messages and messages[0]['role'] == 'system' else 0 -%}"
+    "{%- for message in messages[first:] -%}"
+    "<start_of_turn>{{ 'model' if message['role'] == 'assistant' else message['role'] }}\n"
+    "{% if loop.first and first %}{{ messages[0]['content'] | trim }}\n\n{% endif -%}"
+    "{{ message['content'] | trim }}<end_of_turn>\n"
+    "{% endfor -%}"
+    "{%- if add_generation_prompt %}<start_of_turn>model\n{% endif -%}";
 
 }  // namespace
 
-ChatTemplate ChatTemplate::from_jinja(std::string_view jinja) {
-  if (jinja.empty()) {
-    throw Error("the model has no chat template (tokenizer.chat_template); squeeze supports: " +
-                std::string(kSupported));
+ChatTemplate::ChatTemplate(std::string_view jinja, std::string bos_token, std::string eos_token,
+                           bool strip_bos)
+    : bos_(std::move(bos_token)), eos_(std::move(eos_token)), strip_bos_(strip_bos) {
+  if (jinja.empty()) throw Error("the model has no chat template (tokenizer.chat_template)");
+  try {
+    template_ = std::make_unique<jinja::Template>(jinja);
+  } catch (const Error& e) {
+    throw Error(std::string("the model's chat template cannot be used: ") + e.what());
   }
-  ChatTemplate t;
-  if (jinja.find("<|im_start|>") != std::string_view::npos) {
-    t.family_ = "chatml";
-    t.default_system_ = find_default_system(jinja);
-    return t;
-  }
-  if (jinja.find("<start_of_turn>") != std::string_view::npos) {
-    t.family_ = "gemma";
-    return t;
-  }
-  constexpr size_t kShown = 60;
-  std::string head(jinja.substr(0, kShown));
-  for (char& c : head) {
-    if (c == '\n') c = ' ';
-  }
-  throw Error("unrecognised chat template \"" + head + (jinja.size() > kShown ? "...\"" : "\"") +
-              "; squeeze renders these template families natively: " + std::string(kSupported));
 }
 
-ChatTemplate ChatTemplate::for_model(std::string_view jinja, std::string_view arch) {
-  if (jinja.empty() && arch.starts_with("gemma")) {
-    ChatTemplate t;
-    t.family_ = "gemma";
+ChatTemplate ChatTemplate::for_model(const VocabData& vocab, std::string_view arch) {
+  const auto text = [&](Token t) {
+    return t >= 0 && static_cast<size_t>(t) < vocab.tokens.size() ? vocab.tokens[static_cast<size_t>(t)] : std::string();
+  };
+  if (vocab.chat_template.empty() && arch.starts_with("gemma")) {
+    ChatTemplate t(kGemma, text(vocab.bos), text(vocab.eos), vocab.add_bos);
+    t.origin_ = "built-in gemma";
     return t;
   }
-  return from_jinja(jinja);
+  return ChatTemplate(vocab.chat_template, text(vocab.bos), text(vocab.eos), vocab.add_bos);
 }
 
-std::string ChatTemplate::apply(const std::vector<ChatMessage>& messages,
-                                bool add_generation_prompt) const {
-  std::string out;
-  if (family_ == "gemma") {
-    // Gemma's template: the system message (trimmed) opens the first user turn, followed by a
-    // blank line; the assistant's turns are "model"; every content is trimmed. BOS comes from
-    // the tokenizer.
-    std::string prefix;
-    size_t first = 0;
-    if (!messages.empty() && messages[0].role == "system") {
-      prefix = std::string(trim(messages[0].content)) + "\n\n";
-      first = 1;
-    }
-    for (size_t i = first; i < messages.size(); ++i) {
-      const std::string role = messages[i].role == "assistant" ? "model" : messages[i].role;
-      out += "<start_of_turn>" + role + "\n" + (i == first ? prefix : "") +
-             std::string(trim(messages[i].content)) + "<end_of_turn>\n";
-    }
-    if (add_generation_prompt) out += "<start_of_turn>model\n";
-    return out;
+ChatTemplate::~ChatTemplate() = default;
+ChatTemplate::ChatTemplate(ChatTemplate&&) noexcept = default;
+ChatTemplate& ChatTemplate::operator=(ChatTemplate&&) noexcept = default;
+
+std::string ChatTemplate::apply(const std::vector<ChatMessage>& messages, bool add_generation_prompt,
+                                std::time_t now) const {
+  jinja::Value::List list;
+  for (const ChatMessage& m : messages) {
+    list.push_back(jinja::Value::dict({{"role", jinja::Value(m.role)}, {"content", jinja::Value(m.content)}}));
   }
-  for (size_t i = 0; i < messages.size(); ++i) {
-    if (i == 0 && !default_system_.empty() && messages[0].role != "system") {
-      out += "<|im_start|>system\n" + default_system_ + "<|im_end|>\n";
-    }
-    out += "<|im_start|>" + messages[i].role + "\n" + messages[i].content + "<|im_end|>\n";
-  }
-  if (add_generation_prompt) out += "<|im_start|>assistant\n";
+  const jinja::Value::Dict vars = {
+      {"messages", jinja::Value::list(std::move(list))},
+      {"add_generation_prompt", jinja::Value(add_generation_prompt)},
+      {"bos_token", jinja::Value(bos_)},
+      {"eos_token", jinja::Value(eos_)},
+      {"tools", jinja::Value::none()},
+      {"documents", jinja::Value::none()},
+  };
+  std::string out = template_->render(vars, now != 0 ? now : std::time(nullptr));
+  if (strip_bos_ && !bos_.empty() && out.starts_with(bos_)) out.erase(0, bos_.size());
   return out;
 }
 

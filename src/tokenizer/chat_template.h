@@ -1,13 +1,18 @@
-// Chat templates. squeeze does not run Jinja: it recognises template families by their
-// markers and renders them natively. Supported: ChatML (<|im_start|>role\n...<|im_end|>\n),
-// including a default system message written into the template (as SmolLM2-Instruct does), and
-// Gemma's turns (<start_of_turn>user\n...<end_of_turn>\n, the assistant's role written "model",
-// a system message put before the first user message).
+// Chat templates: the model file's own tokenizer.chat_template, rendered by squeeze's Jinja
+// engine (tokenizer/jinja.h) as Hugging Face's apply_chat_template renders it with Python jinja2.
+// A file without a template gets its architecture's built-in one where the family has one
+// (gemma*: Gemma's turns), as llama.cpp picks a template by model name.
 #pragma once
 
+#include <ctime>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
+
+namespace squeeze::jinja {
+class Template;
+}
 
 namespace squeeze::tokenizer {
 
@@ -16,24 +21,37 @@ struct ChatMessage {
   std::string content;
 };
 
+struct VocabData;
+
 class ChatTemplate {
  public:
-  // Recognises the family from the template text; throws Error naming the supported families
-  // if it is not recognised. An empty template is an error as well.
-  static ChatTemplate from_jinja(std::string_view jinja);
-  // The same, except that a file without a template gets its architecture's own format where
-  // the family has one (gemma*: Gemma's turns), as llama.cpp picks a template by model name.
-  static ChatTemplate for_model(std::string_view jinja, std::string_view arch);
+  // Parses `jinja` (Error for an empty template, a syntax error or an unsupported tag).
+  // bos_token / eos_token are the texts the template sees. With strip_bos (the tokenizer adds
+  // BOS itself) a rendering that starts with bos_token loses it, as in llama.cpp, so that the
+  // prompt does not get two.
+  ChatTemplate(std::string_view jinja, std::string bos_token, std::string eos_token, bool strip_bos);
+  // The vocabulary's template with its BOS / EOS texts; a vocabulary without a template gets
+  // the architecture's built-in one (gemma*) or an Error.
+  static ChatTemplate for_model(const VocabData& vocab, std::string_view arch);
+  ~ChatTemplate();
+  ChatTemplate(ChatTemplate&&) noexcept;
+  ChatTemplate& operator=(ChatTemplate&&) noexcept;
 
-  std::string_view family() const { return family_; }
-  // The system message the template writes when messages[0] is not a system message ("" if none).
-  std::string_view default_system() const { return default_system_; }
-  // Renders messages; with add_generation_prompt the assistant header is appended.
-  std::string apply(const std::vector<ChatMessage>& messages, bool add_generation_prompt) const;
+  // "the model's" or "built-in <family>": where the template came from, for messages.
+  std::string_view origin() const { return origin_; }
+
+  // Renders messages; with add_generation_prompt the assistant's header is appended.
+  // strftime_now() sees `now` (0: the current time). Throws Error when the template refuses
+  // the messages (raise_exception: e.g. roles that do not alternate) or fails.
+  std::string apply(const std::vector<ChatMessage>& messages, bool add_generation_prompt,
+                    std::time_t now = 0) const;
 
  private:
-  std::string family_;
-  std::string default_system_;  // written by the template when no system message is given
+  std::unique_ptr<jinja::Template> template_;
+  std::string bos_;
+  std::string eos_;
+  bool strip_bos_;
+  std::string origin_ = "the model's";
 };
 
 }  // namespace squeeze::tokenizer

@@ -218,6 +218,21 @@ void text_seeds() {
       "message['content'] + '<|im_end|>' + '\n'}}{% endfor %}{% if "
       "add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}";
   put("chat_template", "chatml.txt", chatml + std::string("\0\1\0user\0hi", 11));
+  // Most of the engine's constructs in one template (tokenizer/jinja.h).
+  const std::string constructs =
+      "{%- macro render(m, sep='\\n') -%}{{ m['role'] | upper }}{{ sep }}{{ m.content | trim }}"
+      "{%- endmacro -%}{%- set ns = namespace(n=0, last='') -%}"
+      "{%- if messages and messages[0].role == 'system' %}{% set sys = messages[0].content %}"
+      "{% set rest = messages[1:] %}{% else %}{% set rest = messages %}{% endif -%}"
+      "{{ bos_token }}{%- for m in rest if m.content is string -%}{%- set ns.n = ns.n + 1 -%}"
+      "{%- if loop.first and sys is defined %}[{{ sys | tojson }}]{% endif %}"
+      "{%- if m.role not in ['user', 'assistant'] %}{{ raise_exception('bad role ' ~ m.role) }}"
+      "{%- elif (m.role == 'user') != (loop.index0 % 2 == 0) %}{% continue %}{% endif -%}"
+      "{{ render(m) }}{{ '<|end|>' if not loop.last else '' }}\n{%- endfor -%}"
+      "{{ ns.n }} {{ rest | map(attribute='role') | join(',') }} {{ 'x'.split(',')[0][::-1] }}"
+      "{%- if add_generation_prompt %}{{ '<|assistant|>\\n' }}{% endif %}";
+  put("chat_template", "constructs.txt",
+      constructs + std::string("\0\1\0system\0Be brief.\0user\0What is 2+2?\0assistant\0Four.", 51));
 }
 
 }  // namespace

@@ -103,7 +103,7 @@ TEST_F(SmolLm2Tokenizer, EndOfGenerationEqualsLlamaCpp) {
 }
 
 TEST_F(SmolLm2Tokenizer, ChatPromptFromTheModelTemplate) {
-  const ChatTemplate chat = ChatTemplate::from_jinja(tok_->vocab().chat_template);
+  const ChatTemplate chat = ChatTemplate::for_model(tok_->vocab(), "llama");
   const std::string prompt = chat.apply({{"user", "What are three tips for staying healthy?"}}, true);
   EXPECT_EQ(prompt,
             "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face"

@@ -21,6 +21,22 @@ std::unique_ptr<Stmt> new_stmt(Stmt::Type type, int line) {
 
 [[noreturn]] void fail(const std::string& what, int line) { fail_at(what, line); }
 
+Value int_literal(const std::string& text, int line) {
+  try {
+    return Value(static_cast<int64_t>(std::stoll(text)));
+  } catch (const std::exception&) {
+    fail("integer literal out of range: " + text, line);
+  }
+}
+
+Value float_literal(const std::string& text, int line) {
+  try {
+    return Value(std::stod(text));
+  } catch (const std::exception&) {
+    fail("float literal out of range: " + text, line);
+  }
+}
+
 class Parser {
  public:
   explicit Parser(std::vector<Token> tokens) : t_(std::move(tokens)) {}
@@ -391,16 +407,12 @@ class Parser {
       }
       case Token::Type::Int: {
         auto e = make(Expr::Type::Literal, t.line);
-        try {
-          e->literal = Value(static_cast<int64_t>(std::stoll(t.text)));
-        } catch (const std::exception&) {
-          fail("integer literal out of range: " + t.text, t.line);
-        }
+        e->literal = int_literal(t.text, t.line);
         return e;
       }
       case Token::Type::Float: {
         auto e = make(Expr::Type::Literal, t.line);
-        e->literal = Value(std::stod(t.text));
+        e->literal = float_literal(t.text, t.line);
         return e;
       }
       case Token::Type::Op:
@@ -449,7 +461,8 @@ class Parser {
           auto item = make(Expr::Type::Item, line);
           item->args.push_back(std::move(e));
           auto index = make(Expr::Type::Literal, line);
-          index->literal = Value(static_cast<int64_t>(std::stoll(next().text)));
+          const Token& digits = next();
+          index->literal = int_literal(digits.text, digits.line);
           item->args.push_back(std::move(index));
           e = std::move(item);
           continue;

@@ -18,6 +18,22 @@ namespace {
 
 [[noreturn]] void fail(const std::string& what, int line) { fail_at(what, line); }
 
+// Whether `v` is or holds (through lists and dicts) the dict `target`: a namespace given itself
+// as an attribute would be a cycle of shared pointers that is never freed.
+bool holds(const Value& v, const Value::Dict* target) {
+  if (v.is_dict()) {
+    if (&v.as_dict() == target) return true;
+    for (const auto& [k, x] : v.as_dict()) {
+      if (holds(x, target)) return true;
+    }
+  } else if (v.is_list()) {
+    for (const Value& x : v.as_list()) {
+      if (holds(x, target)) return true;
+    }
+  }
+  return false;
+}
+
 struct Frame {
   Value::Dict vars;
   const Frame* parent = nullptr;
@@ -99,6 +115,7 @@ class Renderer {
     if (s.attr) {
       const Value* ns = frame.lookup(s.targets[0]);
       if (ns == nullptr || !ns->is_namespace()) fail("cannot assign attribute on non-namespace object '" + s.targets[0] + "'", s.line);
+      if (holds(v, &ns->as_dict())) fail("a namespace cannot hold itself ('" + s.targets[0] + "')", s.line);
       ns->set(s.targets[1], v);
       return;
     }

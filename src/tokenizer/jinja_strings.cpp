@@ -189,8 +189,10 @@ std::string format(const std::string& fmt, const Args& a) {
     if (field.empty()) {
       if (auto_index < a.positional.size()) v = &a.positional[auto_index++];
     } else if (std::all_of(field.begin(), field.end(), [](char d) { return std::isdigit(static_cast<unsigned char>(d)); })) {
-      const size_t k = std::stoul(field);
-      if (k < a.positional.size()) v = &a.positional[k];
+      if (field.size() < 9) {
+        const size_t k = std::stoul(field);
+        if (k < a.positional.size()) v = &a.positional[k];
+      }
     } else {
       for (const auto& [name, val] : a.keyword) {
         if (name == field) v = &val;

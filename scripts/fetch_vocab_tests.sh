@@ -9,7 +9,7 @@ set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 version="0.3.36"
 out="$root/models/vocab"
-names=(gpt-2 llama-bpe llama-spm phi-3 qwen2)
+names=(gpt-2 llama-bpe llama-spm phi-3 qwen2 gemma-4)
 
 templates="$root/models/templates"
 

@@ -54,7 +54,8 @@ struct BigramLater {
 
 }  // namespace
 
-void BpeMerges::merge_word(std::string_view word, const TokenMap& vocab, std::vector<Token>& out) const {
+void BpeMerges::merge_word(std::string_view word, const TokenMap& vocab, std::vector<Token>& out,
+                           bool hex_bytes) const {
   std::vector<Symbol> symbols;
   symbols.reserve(word.size());
   for (uint32_t at = 0; at < word.size();) {
@@ -98,7 +99,9 @@ void BpeMerges::merge_word(std::string_view word, const TokenMap& vocab, std::ve
       continue;
     }
     for (char c : piece) {
-      const auto it = vocab.find(std::string_view(&c, 1));
+      char hex[7] = {'<', '0', 'x', "0123456789ABCDEF"[static_cast<uint8_t>(c) >> 4],
+                     "0123456789ABCDEF"[static_cast<uint8_t>(c) & 15], '>', 0};
+      const auto it = vocab.find(hex_bytes ? std::string_view(hex, 6) : std::string_view(&c, 1));
       if (it != vocab.end()) out.push_back(it->second);
     }
   }

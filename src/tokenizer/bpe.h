@@ -27,8 +27,10 @@ class BpeMerges {
   // Merges the byte-level text `word` (symbols start as its UTF-8 characters): repeatedly the
   // adjacent pair with the lowest rank, leftmost first, until no ranked pair is left. Each final
   // symbol is looked up in `vocab`; one that is not a token falls back to its single bytes
-  // (those that are tokens), as llama.cpp does.
-  void merge_word(std::string_view word, const TokenMap& vocab, std::vector<Token>& out) const;
+  // (those that are tokens), as llama.cpp does: byte-level texts, or with hex_bytes the
+  // SentencePiece-style byte tokens "<0xAB>" (gemma4's BPE on raw UTF-8).
+  void merge_word(std::string_view word, const TokenMap& vocab, std::vector<Token>& out,
+                  bool hex_bytes = false) const;
 
   size_t size() const { return ranks_.size(); }
 

@@ -1,6 +1,8 @@
 // Special-token partition, then per text fragment either byte-level BPE (pre-tokenizer ->
-// byte-level -> BPE merges; tokenizer.ggml.model "gpt2") or SentencePiece-style merges by score
-// ("llama"), as llama.cpp's tokenize.
+// byte-level -> BPE merges; tokenizer.ggml.model "gpt2"), SentencePiece-style merges by score
+// ("llama"), or BPE merges over SentencePiece-style text ("gemma4": spaces written as U+2581,
+// split only between runs of newlines and of other characters, raw UTF-8, <0xXX> byte
+// fallback), as llama.cpp's tokenize.
 #include "tokenizer/tokenizer.h"
 
 #include <algorithm>
@@ -76,7 +78,8 @@ std::string render_piece(const std::string& text, TokenType type, bool spm) {
 
 struct Tokenizer::Impl {
   VocabData vocab;
-  bool spm;  // SentencePiece-style ("llama"); else byte-level BPE ("gpt2")
+  bool spm;       // SentencePiece-style ("llama")
+  bool spm_bpe;   // BPE on SentencePiece-style text ("gemma4"); neither: byte-level BPE ("gpt2")
   PreTokenizer pre;
   BpeMerges merges;
   std::optional<SpmMerges> spm_merges;  // set when spm
@@ -89,9 +92,10 @@ struct Tokenizer::Impl {
 };
 
 static VocabData checked(VocabData v) {
-  if (v.model != "gpt2" && v.model != "llama") {
+  if (v.model != "gpt2" && v.model != "llama" && v.model != "gemma4") {
     throw FormatError("unsupported tokenizer model tokenizer.ggml.model = '" + v.model +
-                      "'; squeeze supports: gpt2 (byte-level BPE), llama (SentencePiece)");
+                      "'; squeeze supports: gpt2 (byte-level BPE), llama (SentencePiece), gemma4 "
+                      "(BPE on SentencePiece-style text)");
   }
   const size_t n = v.tokens.size();
   if (n == 0) throw FormatError("tokenizer: the vocab has no tokens");
@@ -111,7 +115,8 @@ static VocabData checked(VocabData v) {
 Tokenizer::Impl::Impl(VocabData v)
     : vocab(checked(std::move(v))),
       spm(vocab.model == "llama"),
-      pre(spm ? "default" : vocab.pre),
+      spm_bpe(vocab.model == "gemma4"),
+      pre(spm || spm_bpe ? "default" : vocab.pre),
       merges(vocab.merges),
       specials({}, {}) {
   const size_t n = vocab.tokens.size();
@@ -147,7 +152,7 @@ Tokenizer::Impl::Impl(VocabData v)
   if (spm) spm_merges.emplace(vocab.tokens, vocab.scores);
   specials = SpecialTokens(vocab.tokens, vocab.types);
   pieces.resize(n);
-  for (size_t id = 0; id < n; ++id) pieces[id] = render_piece(vocab.tokens[id], vocab.types[id], spm);
+  for (size_t id = 0; id < n; ++id) pieces[id] = render_piece(vocab.tokens[id], vocab.types[id], spm || spm_bpe);
 }
 
 Tokenizer::Tokenizer(VocabData vocab) : impl_(std::make_unique<Impl>(std::move(vocab))) {}
@@ -177,6 +182,25 @@ std::vector<Token> Tokenizer::encode(std::string_view text, bool add_special, bo
       piece.append(text.substr(f.offset, f.length));
       im.spm_merges->encode(spm_escape(piece), im.token_to_id, out);
       after_special = false;
+      continue;
+    }
+    if (im.spm_bpe) {
+      const std::string escaped = spm_escape(text.substr(f.offset, f.length));
+      for (size_t at = 0; at < escaped.size();) {
+        const bool newlines = escaped[at] == '\n';
+        size_t end = at;
+        while (end < escaped.size() && (escaped[end] == '\n') == newlines) ++end;
+        const std::string_view word(escaped.data() + at, end - at);
+        at = end;
+        // A run of newlines that is a token is that token (llama.cpp's fix for gemma4).
+        if (newlines) {
+          if (const auto it = im.token_to_id.find(word); it != im.token_to_id.end()) {
+            out.push_back(it->second);
+            continue;
+          }
+        }
+        im.merges.merge_word(word, im.token_to_id, out, /*hex_bytes=*/true);
+      }
       continue;
     }
     words.clear();

@@ -51,6 +51,10 @@ VocabData read_vocab(const gguf::File& file) {
     // llama.cpp's defaults for a SentencePiece vocab.
     if (n > 2) v.bos = 1, v.eos = 2, v.unk = 0;
     v.add_space_prefix = file.get_bool("tokenizer.ggml.add_space_prefix").value_or(true);
+  } else if (v.model == "gemma4") {
+    // BPE over SentencePiece-style text (llama.cpp's gemma4 pre-tokenizer), BOS always added.
+    v.merges = to_strings(file.require_string_array("tokenizer.ggml.merges"));
+    v.pre = "gemma4";
   } else if (file.find("tokenizer.ggml.merges") != nullptr) {
     v.merges = to_strings(file.require_string_array("tokenizer.ggml.merges"));
   }
@@ -69,6 +73,7 @@ VocabData read_vocab(const gguf::File& file) {
 
   v.add_bos = file.get_bool("tokenizer.ggml.add_bos_token")
                   .value_or(spm || (v.model == "gpt2" && PreTokenizer::default_add_bos_for(v.pre)));
+  if (v.model == "gemma4") v.add_bos = true;  // llama.cpp overrides the file for Gemma 4
   v.add_eos = file.get_bool("tokenizer.ggml.add_eos_token").value_or(false);
   v.chat_template = std::string(file.get_string("tokenizer.chat_template").value_or(""));
   return v;

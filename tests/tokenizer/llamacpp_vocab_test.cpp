@@ -67,7 +67,7 @@ TEST_P(LlamaCppVocab, EveryTextGivesLlamaCppsIds) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, LlamaCppVocab,
-                         ::testing::Values("gpt-2", "llama-bpe", "llama-spm", "phi-3", "qwen2"),
+                         ::testing::Values("gpt-2", "llama-bpe", "llama-spm", "phi-3", "qwen2", "gemma-4"),
                          [](const auto& info) {
                            std::string name = info.param;
                            for (char& c : name) {

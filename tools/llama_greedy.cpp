@@ -10,6 +10,11 @@
 // largest logits as [id, logit] pairs; with all-logits, also "logits": per step every logit
 // (for the tiny random-weight models of the architecture tests). Flash attention is off (squeeze
 // follows that path); each prompt decodes in one batch from an empty context.
+//
+// With LLAMA_GREEDY_DUMP=DIR set, every f32 intermediate of the first prompt's batch (of its
+// LLAMA_GREEDY_DUMP_STEP-th decode step instead, when that is set) is written to DIR/NAME.f32 (NAME as llama.cpp names it, e.g. attn_norm-0; raw floats, the fastest
+// dimension first), to find where squeeze first parts from llama.cpp.
+#include "ggml.h"
 #include "llama.h"
 
 #include <algorithm>
@@ -60,6 +65,20 @@ std::string json_ids(const std::vector<llama_token>& ids) {
   return out + "]";
 }
 
+const char* g_dump_dir = nullptr;
+bool g_dumping = false;
+
+bool dump_tensor(ggml_tensor* t, bool ask, void*) {
+  if (ask) return g_dumping && t->type == GGML_TYPE_F32;
+  if (!g_dumping || t->type != GGML_TYPE_F32 || !ggml_is_contiguous(t)) return true;
+  const std::string path = std::string(g_dump_dir) + "/" + t->name + ".f32";
+  if (FILE* f = std::fopen(path.c_str(), "wb")) {
+    std::fwrite(t->data, 1, ggml_nbytes(t), f);
+    std::fclose(f);
+  }
+  return true;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -87,6 +106,10 @@ int main(int argc, char** argv) {
     cp.n_batch = cp.n_ubatch = cp.n_ctx;
     cp.n_threads = cp.n_threads_batch = threads;
     cp.flash_attn_type = LLAMA_FLASH_ATTN_TYPE_DISABLED;
+    g_dump_dir = std::getenv("LLAMA_GREEDY_DUMP");
+    const char* dump_step = std::getenv("LLAMA_GREEDY_DUMP_STEP");
+    const int dump_at = dump_step != nullptr ? std::atoi(dump_step) : 0;
+    if (g_dump_dir != nullptr) cp.cb_eval = dump_tensor;
     llama_context* ctx = llama_init_from_model(model, cp);
     if (ctx == nullptr) return 1;
     std::vector<llama_token> prompt_ids = ids, out;
@@ -95,7 +118,9 @@ int main(int argc, char** argv) {
     llama_batch batch = llama_batch_get_one(ids.data(), static_cast<int32_t>(ids.size()));
     llama_token next = 0;
     for (int i = 0; i < n_predict; ++i) {
+      g_dumping = g_dump_dir != nullptr && i == dump_at;
       if (llama_decode(ctx, batch) != 0) return 1;
+      g_dumping = false;
       const float* logits = llama_get_logits_ith(ctx, -1);
       next = 0;
       for (int v = 1; v < n_vocab; ++v) {

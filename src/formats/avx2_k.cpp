@@ -1,6 +1,8 @@
 // AVX2 kernels of Q4_K and Q6_K: decoding (bit-identical to scalar_k.cpp) and dot products with
 // Q8_K activations. Per super-block the integer sum is exact (maddubs on unsigned codes, madd
 // with the sub-block scales), then scaled once, as ggml's x86 kernels do.
+#include <cmath>
+
 #include "formats/avx2_util.h"
 #include "formats/blocks.h"
 #include "formats/kernel_list.h"
@@ -63,17 +65,23 @@ void dequantize_q4_k(const void* src, float* dst, int64_t n) {
   }
 }
 
+// Bit for bit ggml's ggml_vec_dot_q4_K_q8_K (AVX2): the scaled int sums in 8 lanes, each
+// scaled and accumulated in float on its own; the mins as 4 lanes of pairs of sub-blocks
+// (m[2k] * bsum32[2k] + m[2k + 1] * bsum32[2k + 1]), accumulated with -dmin; both summed at the end.
 float vec_dot_q4_k(int64_t n, const void* w, const void* x) {
   const BlockQ4_K* a = static_cast<const BlockQ4_K*>(w);
   const BlockQ8_K* b = static_cast<const BlockQ8_K*>(x);
   const __m256i low4 = _mm256_set1_epi8(0x0F);
   __m256 acc = _mm256_setzero_ps();
-  float mins = 0.0f;
+  __m128 acc_m = _mm_setzero_ps();
   for (int64_t i = 0; i < n / kSuperBlock; ++i) {
     uint8_t sc[8], m[8];
     unpack_scales_q4_k(a[i], sc, m);
-    int32_t summ = 0;
-    for (int j = 0; j < 8; ++j) summ += m[j] * (b[i].bsums[2 * j] + b[i].bsums[2 * j + 1]);
+    const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b[i].bsums));
+    const __m128i bsum32 = _mm_hadd_epi16(_mm256_castsi256_si128(bsums), _mm256_extracti128_si256(bsums, 1));
+    const __m128i mins = _mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(m)));
+    const float dmin = -b[i].d * half_to_float(a[i].dmin);
+    acc_m = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(_mm_madd_epi16(mins, bsum32)), acc_m);
 
     __m256i sumi = _mm256_setzero_si256();
     for (int c = 0; c < 4; ++c) {
@@ -82,14 +90,99 @@ float vec_dot_q4_k(int64_t n, const void* w, const void* x) {
       const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4);  // sub-block 2c+1
       const __m256i p_lo = _mm256_maddubs_epi16(lo, load32(b[i].qs + 64 * c));
       const __m256i p_hi = _mm256_maddubs_epi16(hi, load32(b[i].qs + 64 * c + 32));
-      sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p_lo, _mm256_set1_epi16(sc[2 * c])));
-      sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p_hi, _mm256_set1_epi16(sc[2 * c + 1])));
+      sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(_mm256_madd_epi16(p_lo, _mm256_set1_epi16(sc[2 * c])),
+                                                     _mm256_madd_epi16(p_hi, _mm256_set1_epi16(sc[2 * c + 1]))));
     }
-    const float d = half_to_float(a[i].d) * b[i].d;
+    const float d = b[i].d * half_to_float(a[i].d);
     acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
-    mins += (half_to_float(a[i].dmin) * b[i].d) * static_cast<float>(summ);
   }
-  return hsum(acc) - mins;
+  acc_m = _mm_add_ps(acc_m, _mm_movehl_ps(acc_m, acc_m));
+  acc_m = _mm_add_ss(acc_m, _mm_movehdup_ps(acc_m));
+  return hsum(acc) + _mm_cvtss_f32(acc_m);
+}
+
+namespace {
+
+// scalar_k.cpp's q4_k_pair_sums: the exact int sums per pair of sub-blocks, from vector lanes.
+inline void q4_k_pair_sums(const BlockQ4_K& a, const BlockQ8_K& b, int32_t sums[4], int32_t mins[4]) {
+  const __m256i low4 = _mm256_set1_epi8(0x0F);
+  uint8_t sc[8], m[8];
+  unpack_scales_q4_k(a, sc, m);
+  for (int p = 0; p < 4; ++p) {
+    const __m256i raw = load32(a.qs + 32 * p);
+    const __m256i lo = _mm256_and_si256(raw, low4);                        // sub-block 2p
+    const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4);  // sub-block 2p+1
+    const __m256i p_lo = _mm256_maddubs_epi16(lo, load32(b.qs + 64 * p));
+    const __m256i p_hi = _mm256_maddubs_epi16(hi, load32(b.qs + 64 * p + 32));
+    sums[p] = hsum(_mm256_add_epi32(_mm256_madd_epi16(p_lo, _mm256_set1_epi16(sc[2 * p])),
+                                    _mm256_madd_epi16(p_hi, _mm256_set1_epi16(sc[2 * p + 1]))));
+    mins[p] = m[2 * p] * (b.bsums[4 * p] + b.bsums[4 * p + 1]) +
+              m[2 * p + 1] * (b.bsums[4 * p + 2] + b.bsums[4 * p + 3]);
+  }
+}
+
+}  // namespace
+
+// Q4_K x Q8_K in llama.cpp's repacked orders (scalar_k.cpp's twins, bit for bit).
+float vec_dot_q4_k_repacked(int64_t n, const void* w, const void* x) {
+  const BlockQ4_K* a = static_cast<const BlockQ4_K*>(w);
+  const BlockQ8_K* b = static_cast<const BlockQ8_K*>(x);
+  float acc = 0.0f;
+  float acc_min = 0.0f;
+  for (int64_t i = 0; i < n / kSuperBlock; ++i) {
+    int32_t sums[4], mins[4];
+    q4_k_pair_sums(a[i], b[i], sums, mins);
+    acc = std::fma(static_cast<float>(sums[0] + sums[1] + sums[2] + sums[3]), half_to_float(a[i].d) * b[i].d, acc);
+    acc_min = std::fma(static_cast<float>(mins[0] + mins[1] + mins[2] + mins[3]),
+                       half_to_float(a[i].dmin) * b[i].d, acc_min);
+  }
+  return acc - acc_min;
+}
+
+float vec_dot_q4_k_repacked_pairs(int64_t n, const void* w, const void* x) {
+  const BlockQ4_K* a = static_cast<const BlockQ4_K*>(w);
+  const BlockQ8_K* b = static_cast<const BlockQ8_K*>(x);
+  float acc = 0.0f;
+  float acc_min = 0.0f;
+  for (int64_t i = 0; i < n / kSuperBlock; ++i) {
+    int32_t sums[4], mins[4];
+    q4_k_pair_sums(a[i], b[i], sums, mins);
+    const float d = half_to_float(a[i].d) * b[i].d;
+    const float dmin = half_to_float(a[i].dmin) * b[i].d;
+    for (int p = 0; p < 4; ++p) {
+      acc = std::fma(static_cast<float>(sums[p]), d, acc);
+      acc_min = std::fma(static_cast<float>(mins[p]), dmin, acc_min);
+    }
+  }
+  return acc - acc_min;
+}
+
+void gemm_q4_k_repacked(int64_t n, const void* w, size_t w_stride, int64_t n_rows, const void* x,
+                        size_t x_stride, int64_t n_tokens, float* y, int64_t y_stride) {
+  gemm_q4_k_in_groups_of_4(n, w, w_stride, n_rows, x, x_stride, n_tokens, y, y_stride,
+                           vec_dot_q4_k_repacked_pairs, vec_dot_q4_k_repacked);
+}
+
+// scalar_k.cpp's vec_dot_q4_k_tiled, bit for bit.
+float vec_dot_q4_k_tiled(int64_t n, const void* w, const void* x) {
+  const BlockQ4_K* a = static_cast<const BlockQ4_K*>(w);
+  const BlockQ8_K* b = static_cast<const BlockQ8_K*>(x);
+  float acc = 0.0f;
+  for (int64_t i = 0; i < n / kSuperBlock; ++i) {
+    int32_t sums[4], mins[4];
+    q4_k_pair_sums(a[i], b[i], sums, mins);
+    const float s = static_cast<float>(sums[0] + sums[1] + sums[2] + sums[3]);
+    const float m = static_cast<float>(mins[0] + mins[1] + mins[2] + mins[3]);
+    const float r = std::fma(-half_to_float(a[i].dmin), m, half_to_float(a[i].d) * s);
+    acc = std::fma(r, b[i].d, acc);
+  }
+  return acc;
+}
+
+void gemm_q4_k(int64_t n, const void* w, size_t w_stride, int64_t n_rows, const void* x,
+               size_t x_stride, int64_t n_tokens, float* y, int64_t y_stride) {
+  gemm_k_tiled_from_8(n, w, w_stride, n_rows, x, x_stride, n_tokens, y, y_stride, vec_dot_q4_k_tiled,
+                      vec_dot_q4_k);
 }
 
 void dequantize_q6_k(const void* src, float* dst, int64_t n) {
@@ -116,32 +209,70 @@ void dequantize_q6_k(const void* src, float* dst, int64_t n) {
   }
 }
 
-// sum_j scale_j * sum((q - 32) * q8) per super-block; (q - 32) * q8 is computed as
-// maddubs(q, q8) - maddubs(32, q8) so the unsigned operand of maddubs stays unsigned.
+// sum_j scale_j * sum((q - 32) * q8) per super-block, in ggml's AVX2 lanes (bit for bit its
+// ggml_vec_dot_q6_K_q8_K): lane l of the integer sum holds scale * q * q8 of elements 4l..4l+3 of
+// each 32-element chunk (16 + 4l.. in the upper half), less 32 * (bsums[2l] * scales[2l] +
+// bsums[2l + 1] * scales[2l + 1]); each lane is scaled and accumulated in float on its own, and
+// the lanes are summed at the end. (Which elements share a lane decides the float roundings.)
+namespace {
+
+// ggml's lanes of a Q6_K x Q8_K super-block (see vec_dot_q6_k): 8 int32 lanes whose sum is the
+// exact sum_j scale_j * sum((q - 32) * q8).
+inline __m256i q6_k_lanes(const BlockQ6_K& a, const BlockQ8_K& b) {
+  const __m128i scales = _mm_loadu_si128(reinterpret_cast<const __m128i*>(a.scales));
+  const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.bsums));
+  const __m256i offset = _mm256_slli_epi32(_mm256_madd_epi16(bsums, _mm256_cvtepi8_epi16(scales)), 5);
+  __m256i sumi = _mm256_setzero_si256();
+  for (int h = 0; h < 2; ++h) {
+    __m256i q[4];
+    q6_k_codes(a, h, q);
+    __m256i p[4];
+    for (int k = 0; k < 4; ++k) {
+      const __m256i q8 = load32(b.qs + 128 * h + 32 * k);
+      const int j = 8 * h + 2 * k;
+      const __m256i scale = _mm256_set_m128i(_mm_set1_epi16(a.scales[j + 1]), _mm_set1_epi16(a.scales[j]));
+      p[k] = _mm256_madd_epi16(scale, _mm256_maddubs_epi16(q[k], q8));
+    }
+    sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p[0], p[1]));
+    sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p[2], p[3]));
+  }
+  return _mm256_sub_epi32(sumi, offset);
+}
+
+}  // namespace
+
+// sum_j scale_j * sum((q - 32) * q8) per super-block, in ggml's AVX2 lanes (bit for bit its
+// ggml_vec_dot_q6_K_q8_K): lane l of the integer sum holds scale * q * q8 of elements 4l..4l+3 of
+// each 32-element chunk (16 + 4l.. in the upper half), less 32 * (bsums[2l] * scales[2l] +
+// bsums[2l + 1] * scales[2l + 1]); each lane is scaled and accumulated in float on its own, and
+// the lanes are summed at the end. (Which elements share a lane decides the float roundings.)
 float vec_dot_q6_k(int64_t n, const void* w, const void* x) {
   const BlockQ6_K* a = static_cast<const BlockQ6_K*>(w);
   const BlockQ8_K* b = static_cast<const BlockQ8_K*>(x);
-  const __m256i offset = _mm256_set1_epi8(32);
   __m256 acc = _mm256_setzero_ps();
   for (int64_t i = 0; i < n / kSuperBlock; ++i) {
-    __m256i sumi = _mm256_setzero_si256();
-    for (int h = 0; h < 2; ++h) {
-      __m256i q[4];
-      q6_k_codes(a[i], h, q);
-      for (int k = 0; k < 4; ++k) {
-        const __m256i q8 = load32(b[i].qs + 128 * h + 32 * k);
-        const __m256i p =
-            _mm256_sub_epi16(_mm256_maddubs_epi16(q[k], q8), _mm256_maddubs_epi16(offset, q8));
-        const int j = 8 * h + 2 * k;
-        const __m256i scale =
-            _mm256_set_m128i(_mm_set1_epi16(a[i].scales[j + 1]), _mm_set1_epi16(a[i].scales[j]));
-        sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, scale));
-      }
-    }
-    const float d = half_to_float(a[i].d) * b[i].d;
-    acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+    const float d = b[i].d * half_to_float(a[i].d);
+    acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(q6_k_lanes(a[i], b[i])), acc);
   }
   return hsum(acc);
+}
+
+// scalar_k.cpp's vec_dot_q6_k_tiled, bit for bit.
+float vec_dot_q6_k_tiled(int64_t n, const void* w, const void* x) {
+  const BlockQ6_K* a = static_cast<const BlockQ6_K*>(w);
+  const BlockQ8_K* b = static_cast<const BlockQ8_K*>(x);
+  float acc = 0.0f;
+  for (int64_t i = 0; i < n / kSuperBlock; ++i) {
+    const auto sumi = static_cast<float>(hsum(q6_k_lanes(a[i], b[i])));
+    acc = std::fma(half_to_float(a[i].d) * sumi, b[i].d, acc);
+  }
+  return acc;
+}
+
+void gemm_q6_k(int64_t n, const void* w, size_t w_stride, int64_t n_rows, const void* x,
+               size_t x_stride, int64_t n_tokens, float* y, int64_t y_stride) {
+  gemm_k_tiled_from_8(n, w, w_stride, n_rows, x, x_stride, n_tokens, y, y_stride, vec_dot_q6_k_tiled,
+                      vec_dot_q6_k);
 }
 
 }  // namespace squeeze::formats::avx2

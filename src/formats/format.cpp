@@ -126,6 +126,10 @@ KernelTable make_scalar_table() {
   }
   t[slot(DType::Q8_0)].quantize_row_ref = quantize_q8_0_ref;
   t[slot(DType::Q4_0)].vec_dot_repacked = vec_dot_q4_0_repacked;
+  t[slot(DType::Q4_K)].vec_dot_repacked = vec_dot_q4_k_repacked;
+  t[slot(DType::Q4_K)].gemm_repacked = gemm_q4_k_repacked;
+  t[slot(DType::Q4_K)].gemm = gemm_q4_k;
+  t[slot(DType::Q6_K)].gemm = gemm_q6_k;
   for_each_sq([&](DType type) { sq_kernels(type, t[slot(type)]); });
   return t;
 }
@@ -161,6 +165,10 @@ KernelTable make_avx2_table() {
   const KernelTable scalar = make_scalar_table();
   for (size_t i = 0; i < t.size(); ++i) t[i].quantize_row_ref = scalar[i].quantize_row_ref;
   at(DType::Q4_0).vec_dot_repacked = vec_dot_q4_0_repacked;
+  at(DType::Q4_K).vec_dot_repacked = vec_dot_q4_k_repacked;
+  at(DType::Q4_K).gemm_repacked = gemm_q4_k_repacked;
+  at(DType::Q4_K).gemm = gemm_q4_k;
+  at(DType::Q6_K).gemm = gemm_q6_k;
   at(DType::Q4_0).gemm = gemm_q4_0;
   at(DType::Q4_0).gemm_repacked = gemm_q4_0_repacked;
   at(DType::Q4_1).gemm = gemm_q4_1;

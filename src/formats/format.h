@@ -126,9 +126,10 @@ struct Kernels {
   // theirs is plain round-to-nearest against the group's min and max (docs/FORMATS.md).
   void (*quantize_row_ref)(const float* src, void* dst, int64_t n) = nullptr;
   // The dot product in the order of llama.cpp's x86 "repacked" kernels, which it uses instead of
-  // vec_dot for matrices of this format whose row count is a multiple of 8 (Q4_0 today: its
+  // vec_dot for matrices of this format whose row count is a multiple of 8 (Q4_0: its
   // gemv/gemm_q4_0_8x8_q8_0 add each block's whole int sum with one fused multiply-add, where
-  // vec_dot splits a block into 8 lanes). Null where llama.cpp does not repack the format,
+  // vec_dot splits a block into 8 lanes; Q4_K: gemv/gemm_q4_K_8x8_q8_K, one fused multiply-add
+  // per super-block, the mins in a second accumulator). Null where llama.cpp does not repack the format,
   // except Q8_0 on the AVX-512 and AMX tiers, which sum in the same block order (own_order below).
   float (*vec_dot_repacked)(int64_t n, const void* w, const void* x) = nullptr;
   // Tiled product of n_rows weight rows (row r at w + r * w_stride bytes) with n_tokens

@@ -12,6 +12,39 @@
 
 namespace squeeze::formats {
 
+using VecDotFn = float (*)(int64_t n, const void* w, const void* x);
+
+// llama.cpp's product of a repacked Q4_K matrix with a batch (its repack.cpp): the tokens in
+// whole groups of 4 go through its gemm kernel's order (grouped), the rest (all of a batch of
+// up to 3) through its gemv kernel's (single). So a token's sums depend on where the batch puts
+// it, as in llama.cpp.
+// llama.cpp's product of a K-quant matrix it does not repack with a batch: from 8 tokens on, its
+// tiled kernel (ggml-cpu/tiled) for every token (tiled), below that vec_dot (single).
+inline void gemm_k_tiled_from_8(int64_t n, const void* w, size_t w_stride, int64_t n_rows,
+                                const void* x, size_t x_stride, int64_t n_tokens, float* y,
+                                int64_t y_stride, VecDotFn tiled, VecDotFn single) {
+  const VecDotFn dot = n_tokens >= 8 ? tiled : single;
+  for (int64_t r = 0; r < n_rows; ++r) {
+    const void* wr = static_cast<const uint8_t*>(w) + r * w_stride;
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      y[t * y_stride + r] = dot(n, wr, static_cast<const uint8_t*>(x) + t * x_stride);
+    }
+  }
+}
+
+inline void gemm_q4_k_in_groups_of_4(int64_t n, const void* w, size_t w_stride, int64_t n_rows,
+                                     const void* x, size_t x_stride, int64_t n_tokens, float* y,
+                                     int64_t y_stride, VecDotFn grouped, VecDotFn single) {
+  const int64_t n_grouped = n_tokens - n_tokens % 4;
+  for (int64_t r = 0; r < n_rows; ++r) {
+    const void* wr = static_cast<const uint8_t*>(w) + r * w_stride;
+    for (int64_t t = 0; t < n_tokens; ++t) {
+      const void* xt = static_cast<const uint8_t*>(x) + t * x_stride;
+      y[t * y_stride + r] = (t < n_grouped ? grouped : single)(n, wr, xt);
+    }
+  }
+}
+
 // Scalar reference: ggml's reference rounding and ggml's integer dot-product math.
 namespace scalar {
 void dequantize_f32(const void* src, float* dst, int64_t n);
@@ -46,9 +79,19 @@ float vec_dot_q8_0_blocks(int64_t n, const void* w, const void* x);
 void dequantize_q4_k(const void* src, float* dst, int64_t n);
 void quantize_q4_k(const float* src, void* dst, int64_t n);
 float vec_dot_q4_k(int64_t n, const void* w, const void* x);
+float vec_dot_q4_k_repacked(int64_t n, const void* w, const void* x);
+float vec_dot_q4_k_repacked_pairs(int64_t n, const void* w, const void* x);
+void gemm_q4_k_repacked(int64_t n, const void* w, size_t w_stride, int64_t n_rows, const void* x,
+                        size_t x_stride, int64_t n_tokens, float* y, int64_t y_stride);
+float vec_dot_q4_k_tiled(int64_t n, const void* w, const void* x);
+void gemm_q4_k(int64_t n, const void* w, size_t w_stride, int64_t n_rows, const void* x,
+               size_t x_stride, int64_t n_tokens, float* y, int64_t y_stride);
 void dequantize_q6_k(const void* src, float* dst, int64_t n);
 void quantize_q6_k(const float* src, void* dst, int64_t n);
 float vec_dot_q6_k(int64_t n, const void* w, const void* x);
+float vec_dot_q6_k_tiled(int64_t n, const void* w, const void* x);
+void gemm_q6_k(int64_t n, const void* w, size_t w_stride, int64_t n_rows, const void* x,
+               size_t x_stride, int64_t n_tokens, float* y, int64_t y_stride);
 // Activation-only formats: no vec_dot.
 void dequantize_q8_1(const void* src, float* dst, int64_t n);
 void quantize_q8_1(const float* src, void* dst, int64_t n);
@@ -90,8 +133,18 @@ void quantize_q8_k(const float* src, void* dst, int64_t n);
 
 void dequantize_q4_k(const void* src, float* dst, int64_t n);
 float vec_dot_q4_k(int64_t n, const void* w, const void* x);
+float vec_dot_q4_k_repacked(int64_t n, const void* w, const void* x);
+float vec_dot_q4_k_repacked_pairs(int64_t n, const void* w, const void* x);
+void gemm_q4_k_repacked(int64_t n, const void* w, size_t w_stride, int64_t n_rows, const void* x,
+                        size_t x_stride, int64_t n_tokens, float* y, int64_t y_stride);
+float vec_dot_q4_k_tiled(int64_t n, const void* w, const void* x);
+void gemm_q4_k(int64_t n, const void* w, size_t w_stride, int64_t n_rows, const void* x,
+               size_t x_stride, int64_t n_tokens, float* y, int64_t y_stride);
 void dequantize_q6_k(const void* src, float* dst, int64_t n);
 float vec_dot_q6_k(int64_t n, const void* w, const void* x);
+float vec_dot_q6_k_tiled(int64_t n, const void* w, const void* x);
+void gemm_q6_k(int64_t n, const void* w, size_t w_stride, int64_t n_rows, const void* x,
+               size_t x_stride, int64_t n_tokens, float* y, int64_t y_stride);
 
 // The sq{B}_g{G} formats (avx2_sq.cpp): sets dequantize_row and vec_dot of the sq format t,
 // bit-identical to the scalar ones.

@@ -198,10 +198,18 @@ void attend(const LayerPass& p, kv::KvCache& kv, const ChunkLayout& b) {
   ForwardScratch& s = p.s;
   const int64_t n_q = hp.n_head * hp.head_dim;
   const int64_t n_kv = hp.n_head_kv * hp.head_dim;
-  const ops::AttentionShape shape{
-      static_cast<int>(hp.n_head), static_cast<int>(hp.n_head_kv), static_cast<int>(hp.head_dim),
-      hp.attn_scale > 0 ? hp.attn_scale : 1.0f / std::sqrt(static_cast<float>(hp.head_dim)),
-      hp.is_swa(p.il) ? hp.n_swa : 0};
+  const float scale = hp.attn_scale > 0 ? hp.attn_scale : 1.0f / std::sqrt(static_cast<float>(hp.head_dim));
+  if (hp.scale_q_first) {
+    for (const SeqRun& r : b.runs) {
+      for (const int64_t row : r.rows) {
+        float* q = s.q.data() + row * n_q;
+        for (int64_t i = 0; i < n_q; ++i) q[i] *= scale;
+      }
+    }
+  }
+  const ops::AttentionShape shape{static_cast<int>(hp.n_head), static_cast<int>(hp.n_head_kv),
+                                  static_cast<int>(hp.head_dim), hp.scale_q_first ? 1.0f : scale,
+                                  hp.is_swa(p.il) ? hp.n_swa : 0};
   // Every run's new K and V first; then the runs of one token (decodes) in one pass over all
   // their (sequence, head) pairs, and each longer run (a prompt chunk) on its own.
   s.decode_queries.clear();

@@ -50,6 +50,7 @@ void load(const gguf::File& f, HParams& hp, Model& m) {
   // 1/sqrt(n_embd / n_head).
   hp.attn_scale = 1.0f / std::sqrt(static_cast<float>(hp.n_layer == 62 ? hp.n_embd / hp.n_head
                                                                          : hp.head_dim));
+  hp.scale_q_first = true;
   if (const auto w = f.get_int(arch_key(hp, "attention.sliding_window")); w && *w > 0) {
     hp.n_swa = positive(f, arch_key(hp, "attention.sliding_window"), *w);
     read_swa_pattern(f, hp);

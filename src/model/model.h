@@ -35,6 +35,10 @@ struct HParams {
   enum class FfnAct { Silu, GeluTanh } ffn_act = FfnAct::Silu;
   float embd_scale = 1.0f;   // the embedding rows are multiplied by it (gemma: sqrt(n_embd))
   float attn_scale = 0.0f;   // q.k scale; 0: 1/sqrt(head_dim)
+  // The query is multiplied by attn_scale before attention (gemma, as gemma_pytorch and
+  // llama.cpp do) rather than the scores after it: the same in exact arithmetic, but the query
+  // is rounded to half floats for q.k, so small query values round differently.
+  bool scale_q_first = false;
   // Sliding-window (local) attention: layers with swa_layer[il] see the n_swa positions up to
   // their own, with the rope base rope_freq_base_swa; the others see every position.
   int64_t n_swa = 0;

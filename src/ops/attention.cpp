@@ -54,8 +54,11 @@ void attend_rows(const AttentionShape& shape, std::span<const DecodeQuery> rows,
       const DecodeQuery& r = rows[static_cast<size_t>(i / shape.n_head)];
       const int h = static_cast<int>(i % shape.n_head);
       const int hk = h / group;
-      // causal, and within the window: positions lo..pos
-      const int64_t lo = shape.window > 0 ? std::max<int64_t>(0, r.pos + 1 - shape.window) : 0;
+      // causal, and within the window: positions lo..pos. The sums start at lo rounded down
+      // to a multiple of 32, the positions before lo masked: llama.cpp's rows start at cell 0,
+      // and its 8-lane softmax groups and 32 partial sums of P.V count from there.
+      const int64_t lo = shape.window > 0 ? std::max<int64_t>(0, r.pos + 1 - shape.window) / 32 * 32 : 0;
+      const int64_t n_masked = shape.window > 0 ? std::max<int64_t>(0, r.pos + 1 - shape.window) - lo : 0;
       const int64_t n_kv = r.pos + 1 - lo;
       const int64_t kv_stride = r.kv.row_stride;
       const int32_t* cells = r.kv.cells.data() + lo;  // position lo + j's row: cells[j]
@@ -67,6 +70,7 @@ void attend_rows(const AttentionShape& shape, std::span<const DecodeQuery> rows,
           scores[j] = shape.scale * ak.dot_f16(r.kv.k + cells[j] * kv_stride + hk * hd, q16, hd, order);
         }
       }
+      std::fill_n(scores, n_masked, -INFINITY);
       ak.softmax(scores, n_kv);
       // llama.cpp multiplies V by the probabilities rounded to half floats.
       f16k.quantize_row(scores, scores16, n_kv);
@@ -170,12 +174,16 @@ void attention(const AttentionShape& shape, const float* q, int64_t n_tokens, in
         for (int j = 0; j < n_tok; ++j) {
           float* st = scores + j * n_q * n_ctx_used;
           // With a window, the positions before it get probability 0 (their products add 0).
+          // The softmax starts at a multiple of 8 before the window, the positions there
+          // masked: its 8-lane groups count from cell 0, as llama.cpp's.
           const int64_t lo =
               shape.window > 0 ? std::max<int64_t>(0, n_kv[j] - shape.window) : 0;
+          const int64_t lo8 = lo / 8 * 8;
           for (int h = 0; h < n_q; ++h) {
             float* sh = st + h * n_ctx_used;
-            ak.softmax(sh + lo, n_kv[j] - lo);
-            std::fill_n(sh, lo, 0.0f);
+            std::fill(sh + lo8, sh + lo, -INFINITY);
+            ak.softmax(sh + lo8, n_kv[j] - lo8);
+            std::fill_n(sh, lo8, 0.0f);
             // llama.cpp multiplies V by the probabilities rounded to half floats.
             f16k.quantize_row(sh, half, n_kv[j]);
             f16k.dequantize_row(half, sh, n_kv[j]);

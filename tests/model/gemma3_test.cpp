@@ -1,14 +1,16 @@
-// Gemma 3 270M (the real model: scripts/fetch_model.sh gemma3) against llama.cpp
+// Gemma 3 270M (the real model: scripts/fetch_model.sh gemma3) against llama.cpp's AVX2 build
 // (tests/data/greedy_gemma3.json, tools/make_greedy_fixture.py): the tokenizer's prompt ids and
-// the greedy continuations, one prompt longer than the sliding window. Bit-exact logits are not
-// claimed for this model (llama.cpp keeps its local layers' keys in a ring of its own order and
-// repacks the K-quants), so the test is on the tokens.
+// the greedy continuations of 6 prompts, one longer than the sliding window. On the AVX2 tier
+// squeeze sums as that build does (its repacked Q4_K, tiled K-quant and vec_dot orders, the
+// query scaled before attention, softmax groups counted from cell 0), so every logit of every
+// step is llama.cpp's to the bit; on the other tiers the logits are within a tolerance.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "core/cpu.h"
 #include "core/thread_pool.h"
 #include "gguf/gguf.h"
 #include "model/context.h"
@@ -69,14 +71,16 @@ TEST_F(Gemma3Reference, ChatPromptIdsEqualLlamaCpp) {
             want);
 }
 
-// llama.cpp's greedy tokens fed back step by step (teacher forcing): at every step the logits of
-// llama.cpp's top 5 are within kMaxDiff of its values, and where its top token leads the second
-// by more than 2 kMaxDiff squeeze picks the same token. Not yet bit-exact: squeeze's Q5_0, Q4_K
-// and Q6_K products sum in other orders than llama.cpp's, and this model's activation outliers
-// (hundreds, in a few channels) turn those last-bit differences into different roundings of the
-// 8-bit activations, about 0.1-0.5 in the final logits (docs/ARCHITECTURE.md, "Gemma 3 against llama.cpp").
-TEST_F(Gemma3Reference, LogitsAndClearGreedyChoicesFollowLlamaCpp) {
+// llama.cpp's greedy tokens fed back step by step (teacher forcing). On the AVX2 tier: every
+// top-5 logit of every step equals llama.cpp's (its %.9g round-trips a float) and squeeze's
+// argmax is its token, so free-running greedy decoding gives its continuations exactly. On the
+// AVX-512 and AMX tiers (their own block orders: Q8_0, the softmax on 16 lanes, ...): the top-5
+// logits within kMaxDiff, and llama.cpp's token picked wherever it leads the second by more
+// than 2 kMaxDiff (this model's activation outliers, hundreds in a few channels, turn last-bit
+// differences into different roundings of the 8-bit activations: up to ~0.7 in the logits).
+TEST_F(Gemma3Reference, LogitsEqualLlamaCppOnAvx2AndFollowItElsewhere) {
   constexpr double kMaxDiff = 1.5;
+  const bool bit_exact = active_isa() == Isa::Avx2;
   ThreadPool pool(2);
   ASSERT_EQ(fixture_["cases"].size(), 6u);
   int steps = 0, same = 0, clear = 0;
@@ -96,6 +100,13 @@ TEST_F(Gemma3Reference, LogitsAndClearGreedyChoicesFollowLlamaCpp) {
       worst = std::max(worst, diff);
       EXPECT_LE(diff, kMaxDiff) << c["prompt"] << " step " << i;
       const int32_t tok = argmax(logits);
+      if (bit_exact) {
+        for (const auto& pair : top) {
+          ASSERT_EQ(logits[pair[0].get<int32_t>()], static_cast<float>(pair[1].get<double>()))
+              << c["prompt"] << " step " << i << " token " << pair[0];
+        }
+        ASSERT_EQ(tok, ref[i]) << c["prompt"] << " step " << i;
+      }
       ++steps;
       same += tok == ref[i];
       if (top[0][1].get<double>() - top[1][1].get<double>() > 2 * kMaxDiff) {
@@ -106,8 +117,9 @@ TEST_F(Gemma3Reference, LogitsAndClearGreedyChoicesFollowLlamaCpp) {
       logits = ctx.decode(one);
     }
   }
-  std::printf("  %d of %d steps pick llama.cpp's token (%d with a clear lead, all required); "
-              "largest logit difference %.3f\n", same, steps, clear, worst);
+  std::printf("  %s tier: %d of %d steps pick llama.cpp's token (%d with a clear lead, all "
+              "required); largest logit difference %.3g%s\n", std::string(isa_name(active_isa())).c_str(),
+              same, steps, clear, worst, bit_exact ? " (bit-exact required)" : "");
 }
 
 }  // namespace

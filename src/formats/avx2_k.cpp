@@ -5,6 +5,7 @@
 
 #include "formats/avx2_util.h"
 #include "formats/blocks.h"
+#include "formats/k_orders.h"
 #include "formats/kernel_list.h"
 
 namespace squeeze::formats::avx2 {
@@ -123,66 +124,30 @@ inline void q4_k_pair_sums(const BlockQ4_K& a, const BlockQ8_K& b, int32_t sums[
 
 }  // namespace
 
-// Q4_K x Q8_K in llama.cpp's repacked orders (scalar_k.cpp's twins, bit for bit).
+// llama.cpp's orders (k_orders.h) over the int sums from vector lanes: scalar_k.cpp's twins,
+// bit for bit.
 float vec_dot_q4_k_repacked(int64_t n, const void* w, const void* x) {
-  const BlockQ4_K* a = static_cast<const BlockQ4_K*>(w);
-  const BlockQ8_K* b = static_cast<const BlockQ8_K*>(x);
-  float acc = 0.0f;
-  float acc_min = 0.0f;
-  for (int64_t i = 0; i < n / kSuperBlock; ++i) {
-    int32_t sums[4], mins[4];
-    q4_k_pair_sums(a[i], b[i], sums, mins);
-    acc = std::fma(static_cast<float>(sums[0] + sums[1] + sums[2] + sums[3]), half_to_float(a[i].d) * b[i].d, acc);
-    acc_min = std::fma(static_cast<float>(mins[0] + mins[1] + mins[2] + mins[3]),
-                       half_to_float(a[i].dmin) * b[i].d, acc_min);
-  }
-  return acc - acc_min;
+  return k_orders::q4_k_repacked(n, w, x, q4_k_pair_sums);
 }
 
 float vec_dot_q4_k_repacked_pairs(int64_t n, const void* w, const void* x) {
-  const BlockQ4_K* a = static_cast<const BlockQ4_K*>(w);
-  const BlockQ8_K* b = static_cast<const BlockQ8_K*>(x);
-  float acc = 0.0f;
-  float acc_min = 0.0f;
-  for (int64_t i = 0; i < n / kSuperBlock; ++i) {
-    int32_t sums[4], mins[4];
-    q4_k_pair_sums(a[i], b[i], sums, mins);
-    const float d = half_to_float(a[i].d) * b[i].d;
-    const float dmin = half_to_float(a[i].dmin) * b[i].d;
-    for (int p = 0; p < 4; ++p) {
-      acc = std::fma(static_cast<float>(sums[p]), d, acc);
-      acc_min = std::fma(static_cast<float>(mins[p]), dmin, acc_min);
-    }
-  }
-  return acc - acc_min;
+  return k_orders::q4_k_repacked_pairs(n, w, x, q4_k_pair_sums);
+}
+
+float vec_dot_q4_k_tiled(int64_t n, const void* w, const void* x) {
+  return k_orders::q4_k_tiled(n, w, x, q4_k_pair_sums);
 }
 
 void gemm_q4_k_repacked(int64_t n, const void* w, size_t w_stride, int64_t n_rows, const void* x,
                         size_t x_stride, int64_t n_tokens, float* y, int64_t y_stride) {
-  gemm_q4_k_in_groups_of_4(n, w, w_stride, n_rows, x, x_stride, n_tokens, y, y_stride,
-                           vec_dot_q4_k_repacked_pairs, vec_dot_q4_k_repacked);
-}
-
-// scalar_k.cpp's vec_dot_q4_k_tiled, bit for bit.
-float vec_dot_q4_k_tiled(int64_t n, const void* w, const void* x) {
-  const BlockQ4_K* a = static_cast<const BlockQ4_K*>(w);
-  const BlockQ8_K* b = static_cast<const BlockQ8_K*>(x);
-  float acc = 0.0f;
-  for (int64_t i = 0; i < n / kSuperBlock; ++i) {
-    int32_t sums[4], mins[4];
-    q4_k_pair_sums(a[i], b[i], sums, mins);
-    const float s = static_cast<float>(sums[0] + sums[1] + sums[2] + sums[3]);
-    const float m = static_cast<float>(mins[0] + mins[1] + mins[2] + mins[3]);
-    const float r = std::fma(-half_to_float(a[i].dmin), m, half_to_float(a[i].d) * s);
-    acc = std::fma(r, b[i].d, acc);
-  }
-  return acc;
+  k_orders::gemm_in_groups_of_4(n, w, w_stride, n_rows, x, x_stride, n_tokens, y, y_stride,
+                                vec_dot_q4_k_repacked_pairs, vec_dot_q4_k_repacked);
 }
 
 void gemm_q4_k(int64_t n, const void* w, size_t w_stride, int64_t n_rows, const void* x,
                size_t x_stride, int64_t n_tokens, float* y, int64_t y_stride) {
-  gemm_k_tiled_from_8(n, w, w_stride, n_rows, x, x_stride, n_tokens, y, y_stride, vec_dot_q4_k_tiled,
-                      vec_dot_q4_k);
+  k_orders::gemm_tiled_from_8(n, w, w_stride, n_rows, x, x_stride, n_tokens, y, y_stride,
+                              vec_dot_q4_k_tiled, vec_dot_q4_k);
 }
 
 void dequantize_q6_k(const void* src, float* dst, int64_t n) {
@@ -257,22 +222,14 @@ float vec_dot_q6_k(int64_t n, const void* w, const void* x) {
   return hsum(acc);
 }
 
-// scalar_k.cpp's vec_dot_q6_k_tiled, bit for bit.
 float vec_dot_q6_k_tiled(int64_t n, const void* w, const void* x) {
-  const BlockQ6_K* a = static_cast<const BlockQ6_K*>(w);
-  const BlockQ8_K* b = static_cast<const BlockQ8_K*>(x);
-  float acc = 0.0f;
-  for (int64_t i = 0; i < n / kSuperBlock; ++i) {
-    const auto sumi = static_cast<float>(hsum(q6_k_lanes(a[i], b[i])));
-    acc = std::fma(half_to_float(a[i].d) * sumi, b[i].d, acc);
-  }
-  return acc;
+  return k_orders::q6_k_tiled(n, w, x, [](const BlockQ6_K& a, const BlockQ8_K& b) { return hsum(q6_k_lanes(a, b)); });
 }
 
 void gemm_q6_k(int64_t n, const void* w, size_t w_stride, int64_t n_rows, const void* x,
                size_t x_stride, int64_t n_tokens, float* y, int64_t y_stride) {
-  gemm_k_tiled_from_8(n, w, w_stride, n_rows, x, x_stride, n_tokens, y, y_stride, vec_dot_q6_k_tiled,
-                      vec_dot_q6_k);
+  k_orders::gemm_tiled_from_8(n, w, w_stride, n_rows, x, x_stride, n_tokens, y, y_stride,
+                              vec_dot_q6_k_tiled, vec_dot_q6_k);
 }
 
 }  // namespace squeeze::formats::avx2

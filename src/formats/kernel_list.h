@@ -18,33 +18,6 @@ using VecDotFn = float (*)(int64_t n, const void* w, const void* x);
 // whole groups of 4 go through its gemm kernel's order (grouped), the rest (all of a batch of
 // up to 3) through its gemv kernel's (single). So a token's sums depend on where the batch puts
 // it, as in llama.cpp.
-// llama.cpp's product of a K-quant matrix it does not repack with a batch: from 8 tokens on, its
-// tiled kernel (ggml-cpu/tiled) for every token (tiled), below that vec_dot (single).
-inline void gemm_k_tiled_from_8(int64_t n, const void* w, size_t w_stride, int64_t n_rows,
-                                const void* x, size_t x_stride, int64_t n_tokens, float* y,
-                                int64_t y_stride, VecDotFn tiled, VecDotFn single) {
-  const VecDotFn dot = n_tokens >= 8 ? tiled : single;
-  for (int64_t r = 0; r < n_rows; ++r) {
-    const void* wr = static_cast<const uint8_t*>(w) + r * w_stride;
-    for (int64_t t = 0; t < n_tokens; ++t) {
-      y[t * y_stride + r] = dot(n, wr, static_cast<const uint8_t*>(x) + t * x_stride);
-    }
-  }
-}
-
-inline void gemm_q4_k_in_groups_of_4(int64_t n, const void* w, size_t w_stride, int64_t n_rows,
-                                     const void* x, size_t x_stride, int64_t n_tokens, float* y,
-                                     int64_t y_stride, VecDotFn grouped, VecDotFn single) {
-  const int64_t n_grouped = n_tokens - n_tokens % 4;
-  for (int64_t r = 0; r < n_rows; ++r) {
-    const void* wr = static_cast<const uint8_t*>(w) + r * w_stride;
-    for (int64_t t = 0; t < n_tokens; ++t) {
-      const void* xt = static_cast<const uint8_t*>(x) + t * x_stride;
-      y[t * y_stride + r] = (t < n_grouped ? grouped : single)(n, wr, xt);
-    }
-  }
-}
-
 // Scalar reference: ggml's reference rounding and ggml's integer dot-product math.
 namespace scalar {
 void dequantize_f32(const void* src, float* dst, int64_t n);

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "formats/blocks.h"
+#include "formats/k_orders.h"
 #include "formats/kernel_list.h"
 
 namespace squeeze::formats::scalar {
@@ -98,73 +99,44 @@ void q4_k_pair_sums(const BlockQ4_K& a, const BlockQ8_K& b, int32_t sums[4], int
   }
 }
 
+// The exact sum_j scale_j * sum((q - 32) * q8) of a Q6_K x Q8_K super-block.
+int32_t q6_k_block_sum(const BlockQ6_K& a, const BlockQ8_K& b) {
+  int8_t q[kSuperBlock];
+  unpack_q6_k(a, q);
+  int32_t sumi = 0;
+  for (int j = 0; j < 16; ++j) {
+    int32_t dot = 0;
+    for (int l = 0; l < 16; ++l) dot += q[16 * j + l] * b.qs[16 * j + l];
+    sumi += a.scales[j] * dot;
+  }
+  return sumi;
+}
+
 }  // namespace
 
-// Q4_K x Q8_K in the order of llama.cpp's repacked x86 kernels: the int sums converted to float
-// and fused-multiply-added with d_w * d_x (the mins' with dmin_w * d_x into a second
-// accumulator, subtracted at the end); gemv_q4_K_8x8_q8_K does it once per super-block,
-// gemm_q4_K_8x8_q8_K once per pair of sub-blocks (vec_dot_q4_k_repacked_pairs).
+// llama.cpp's orders (k_orders.h) over this file's int sums.
 float vec_dot_q4_k_repacked(int64_t n, const void* w, const void* x) {
-  const BlockQ4_K* a = static_cast<const BlockQ4_K*>(w);
-  const BlockQ8_K* b = static_cast<const BlockQ8_K*>(x);
-  float acc = 0.0f;
-  float acc_min = 0.0f;
-  for (int64_t i = 0; i < n / kSuperBlock; ++i) {
-    int32_t sums[4], mins[4];
-    q4_k_pair_sums(a[i], b[i], sums, mins);
-    acc = std::fma(static_cast<float>(sums[0] + sums[1] + sums[2] + sums[3]), f16_to_f32(a[i].d) * b[i].d, acc);
-    acc_min = std::fma(static_cast<float>(mins[0] + mins[1] + mins[2] + mins[3]),
-                       f16_to_f32(a[i].dmin) * b[i].d, acc_min);
-  }
-  return acc - acc_min;
+  return k_orders::q4_k_repacked(n, w, x, q4_k_pair_sums);
 }
 
 float vec_dot_q4_k_repacked_pairs(int64_t n, const void* w, const void* x) {
-  const BlockQ4_K* a = static_cast<const BlockQ4_K*>(w);
-  const BlockQ8_K* b = static_cast<const BlockQ8_K*>(x);
-  float acc = 0.0f;
-  float acc_min = 0.0f;
-  for (int64_t i = 0; i < n / kSuperBlock; ++i) {
-    int32_t sums[4], mins[4];
-    q4_k_pair_sums(a[i], b[i], sums, mins);
-    const float d = f16_to_f32(a[i].d) * b[i].d;
-    const float dmin = f16_to_f32(a[i].dmin) * b[i].d;
-    for (int p = 0; p < 4; ++p) {
-      acc = std::fma(static_cast<float>(sums[p]), d, acc);
-      acc_min = std::fma(static_cast<float>(mins[p]), dmin, acc_min);
-    }
-  }
-  return acc - acc_min;
+  return k_orders::q4_k_repacked_pairs(n, w, x, q4_k_pair_sums);
+}
+
+float vec_dot_q4_k_tiled(int64_t n, const void* w, const void* x) {
+  return k_orders::q4_k_tiled(n, w, x, q4_k_pair_sums);
 }
 
 void gemm_q4_k_repacked(int64_t n, const void* w, size_t w_stride, int64_t n_rows, const void* x,
                         size_t x_stride, int64_t n_tokens, float* y, int64_t y_stride) {
-  gemm_q4_k_in_groups_of_4(n, w, w_stride, n_rows, x, x_stride, n_tokens, y, y_stride,
-                           vec_dot_q4_k_repacked_pairs, vec_dot_q4_k_repacked);
-}
-
-// Q4_K x Q8_K in the order of llama.cpp's tiled K-quant kernel (ggml-cpu/tiled, AVX2), which it
-// uses for batches of 8+ tokens on matrices it does not repack: per super-block
-// r = d_w * S - dmin_w * M (the second product fused), then acc += r * d_x fused.
-float vec_dot_q4_k_tiled(int64_t n, const void* w, const void* x) {
-  const BlockQ4_K* a = static_cast<const BlockQ4_K*>(w);
-  const BlockQ8_K* b = static_cast<const BlockQ8_K*>(x);
-  float acc = 0.0f;
-  for (int64_t i = 0; i < n / kSuperBlock; ++i) {
-    int32_t sums[4], mins[4];
-    q4_k_pair_sums(a[i], b[i], sums, mins);
-    const float s = static_cast<float>(sums[0] + sums[1] + sums[2] + sums[3]);
-    const float m = static_cast<float>(mins[0] + mins[1] + mins[2] + mins[3]);
-    const float r = std::fma(-f16_to_f32(a[i].dmin), m, f16_to_f32(a[i].d) * s);
-    acc = std::fma(r, b[i].d, acc);
-  }
-  return acc;
+  k_orders::gemm_in_groups_of_4(n, w, w_stride, n_rows, x, x_stride, n_tokens, y, y_stride,
+                                vec_dot_q4_k_repacked_pairs, vec_dot_q4_k_repacked);
 }
 
 void gemm_q4_k(int64_t n, const void* w, size_t w_stride, int64_t n_rows, const void* x,
                size_t x_stride, int64_t n_tokens, float* y, int64_t y_stride) {
-  gemm_k_tiled_from_8(n, w, w_stride, n_rows, x, x_stride, n_tokens, y, y_stride, vec_dot_q4_k_tiled,
-                      vec_dot_q4_k);
+  k_orders::gemm_tiled_from_8(n, w, w_stride, n_rows, x, x_stride, n_tokens, y, y_stride,
+                              vec_dot_q4_k_tiled, vec_dot_q4_k);
 }
 
 void dequantize_q6_k(const void* src, float* dst, int64_t n) {
@@ -186,43 +158,19 @@ float vec_dot_q6_k(int64_t n, const void* w, const void* x) {
   const BlockQ8_K* b = static_cast<const BlockQ8_K*>(x);
   float sum = 0.0f;
   for (int64_t i = 0; i < n / kSuperBlock; ++i) {
-    int8_t q[kSuperBlock];
-    unpack_q6_k(a[i], q);
-    int32_t sumi = 0;
-    for (int j = 0; j < 16; ++j) {
-      int32_t dot = 0;
-      for (int l = 0; l < 16; ++l) dot += q[16 * j + l] * b[i].qs[16 * j + l];
-      sumi += a[i].scales[j] * dot;
-    }
-    sum += (f16_to_f32(a[i].d) * b[i].d) * static_cast<float>(sumi);
+    sum += (f16_to_f32(a[i].d) * b[i].d) * static_cast<float>(q6_k_block_sum(a[i], b[i]));
   }
   return sum;
 }
 
-// Q6_K x Q8_K in the order of llama.cpp's tiled K-quant kernel (vec_dot_q4_k_tiled): per
-// super-block r = d_w * S, then acc += r * d_x fused.
 float vec_dot_q6_k_tiled(int64_t n, const void* w, const void* x) {
-  const BlockQ6_K* a = static_cast<const BlockQ6_K*>(w);
-  const BlockQ8_K* b = static_cast<const BlockQ8_K*>(x);
-  float acc = 0.0f;
-  for (int64_t i = 0; i < n / kSuperBlock; ++i) {
-    int8_t q[kSuperBlock];
-    unpack_q6_k(a[i], q);
-    int32_t sumi = 0;
-    for (int j = 0; j < 16; ++j) {
-      int32_t dot = 0;
-      for (int l = 0; l < 16; ++l) dot += q[16 * j + l] * b[i].qs[16 * j + l];
-      sumi += a[i].scales[j] * dot;
-    }
-    acc = std::fma(f16_to_f32(a[i].d) * static_cast<float>(sumi), b[i].d, acc);
-  }
-  return acc;
+  return k_orders::q6_k_tiled(n, w, x, q6_k_block_sum);
 }
 
 void gemm_q6_k(int64_t n, const void* w, size_t w_stride, int64_t n_rows, const void* x,
                size_t x_stride, int64_t n_tokens, float* y, int64_t y_stride) {
-  gemm_k_tiled_from_8(n, w, w_stride, n_rows, x, x_stride, n_tokens, y, y_stride, vec_dot_q6_k_tiled,
-                      vec_dot_q6_k);
+  k_orders::gemm_tiled_from_8(n, w, w_stride, n_rows, x, x_stride, n_tokens, y, y_stride,
+                              vec_dot_q6_k_tiled, vec_dot_q6_k);
 }
 
 }  // namespace squeeze::formats::scalar

@@ -101,6 +101,16 @@ TypeRule type_rule(const std::string& name, bool tied_output, const QuantizeOpti
   return {};
 }
 
+// A MoE layer's stacked expert matrix (blk.N.ffn_{gate,up,down}_exps.weight): every expert's rows
+// one after the other, so RTN quantizes it row by row like any matrix.
+bool is_expert_matrix(std::string_view name) {
+  if (!name.starts_with("blk.")) return false;
+  for (const std::string_view suffix : {".ffn_gate_exps.weight", ".ffn_up_exps.weight", ".ffn_down_exps.weight"}) {
+    if (name.ends_with(suffix)) return true;
+  }
+  return false;
+}
+
 TensorTypeOverride parse_tensor_type(std::string_view spec) {
   const size_t eq = spec.rfind('=');
   if (eq == std::string_view::npos || eq == 0 || eq + 1 == spec.size()) {
@@ -150,9 +160,9 @@ QuantizeStats quantize_model(const std::string& model_path, const std::string& o
 
   std::unique_ptr<model::Model> m = model::Model::load(model_path);
   const gguf::File& src = m->file();
-  if (m->hparams().n_expert > 0) {
-    throw UsageError(src.path() + ": --method does not quantize a MoE model's experts yet (they "
-                     "would be left as they are); convert it with --type");
+  if (gptq && m->hparams().n_expert > 0) {
+    throw UsageError(src.path() + ": --method gptq does not calibrate a MoE model's experts yet "
+                     "(each expert's inputs are the tokens routed to it); use --method rtn");
   }
   check_output_path(src, out_path);
   std::string calib_text;
@@ -184,7 +194,7 @@ QuantizeStats quantize_model(const std::string& model_path, const std::string& o
         p.action = Action::Convert;
         p.type = choice->type;
       }
-    } else if (p.layer_matrix != nullptr) {
+    } else if (p.layer_matrix != nullptr || is_expert_matrix(t.name)) {
       p.action = Action::Method;
       p.st = storage_for(scheme, t.shape[0]);
       p.type = p.st.type;

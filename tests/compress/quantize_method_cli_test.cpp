@@ -65,6 +65,34 @@ TEST_F(QuantizeMethodCli, RtnWritesProvenanceAndFallsBackOnShortRows) {
   EXPECT_NE(i.out.find("squeeze.quantization.scale"), std::string::npos);
 }
 
+// A MoE model: RTN quantizes the stacked expert matrices row by row like the others; GPTQ,
+// which would need each expert's routed inputs, refuses with one clear error.
+TEST_F(QuantizeMethodCli, RtnQuantizesMoeExpertsAndGptqRefusesThem) {
+  const std::string moe = out("moe.gguf");
+  testing::write_tiny_model(moe, testing::tiny_arch_spec("qwen3moe"));
+  const std::string o = out("moe_rtn.gguf");
+  const auto r = run_squeeze("quantize -m " + moe + " -t 2 -o " + o + " --method rtn --bits 4 --group-size 32",
+                             "qm_moe_rtn");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  const gguf::File src = gguf::File::open(moe);
+  const gguf::File f = gguf::File::open(o);
+  for (const char* name : {"blk.0.ffn_gate_exps.weight", "blk.0.ffn_up_exps.weight", "blk.0.ffn_down_exps.weight"}) {
+    ASSERT_NE(f.find_tensor(name), nullptr) << name;
+    EXPECT_EQ(f.find_tensor(name)->type, formats::DType::Q4_1) << name;  // 4-bit g32 asym's layout
+    EXPECT_EQ(f.find_tensor(name)->shape, src.find_tensor(name)->shape) << name;
+    EXPECT_NE(r.err.find(std::string(name) + " 4-bit g32 asym"), std::string::npos) << r.err;
+  }
+  EXPECT_EQ(f.find_tensor("blk.0.ffn_gate_inp.weight")->type, src.find_tensor("blk.0.ffn_gate_inp.weight")->type);
+  const auto g = run_squeeze("run -m " + o + " -p hello -n 4 --temp 0 --ctx 64", "qm_moe_run");
+  EXPECT_EQ(g.rc, 0) << g.err;
+  const std::string o2 = out("moe_gptq.gguf");
+  const auto q = run_squeeze("quantize -m " + moe + " -t 2 -o " + o2 + " --method gptq --calib " + calib_,
+                             "qm_moe_gptq");
+  EXPECT_EQ(q.rc, 2) << q.err;
+  EXPECT_NE(q.err.find("does not calibrate a MoE model's experts"), std::string::npos) << q.err;
+  EXPECT_FALSE(fs::exists(o2));
+}
+
 TEST_F(QuantizeMethodCli, GptqRecordsCalibrationAndOverrides) {
   const std::string o = out("gptq.gguf");
   const auto r = run_squeeze(base() + "-o " + o + " --method gptq --bits 4 --group-size 32 --sym " +

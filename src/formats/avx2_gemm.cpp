@@ -59,6 +59,16 @@ struct Q8_0Fmt {
   static float s(const X&) { return 0.0f; }
 };
 
+struct Q5_0Fmt {
+  using W = BlockQ5_0;
+  using X = BlockQ8_0;
+  static constexpr bool kHasMin = false;
+  static __m256i codes(const W& b) { return q5_0_codes(b.qs, b.qh); }
+  static __m256i idot(__m256i w, __m256i x) { return dot_i8_i8(w, x); }
+  static float m(const W&) { return 0.0f; }
+  static float s(const X&) { return 0.0f; }
+};
+
 // ---- vec_dot order: an 8-lane accumulator per output, d_w * d_x * float(int lanes) fused in
 // block by block, horizontal sum at the end, plus (Q4_1) the sum of m_w * s_x in block order.
 
@@ -561,6 +571,11 @@ void gemm_q4_0(int64_t n, const void* w, size_t ws, int64_t n_rows, const void* 
 void gemm_q4_1(int64_t n, const void* w, size_t ws, int64_t n_rows, const void* x, size_t xs,
                int64_t n_tokens, float* y, int64_t ys) {
   gemm_lanes<Q4_1Fmt>(n, w, ws, n_rows, x, xs, n_tokens, y, ys);
+}
+
+void gemm_q5_0(int64_t n, const void* w, size_t ws, int64_t n_rows, const void* x, size_t xs,
+               int64_t n_tokens, float* y, int64_t ys) {
+  gemm_lanes<Q5_0Fmt>(n, w, ws, n_rows, x, xs, n_tokens, y, ys);
 }
 
 void gemm_q8_0(int64_t n, const void* w, size_t ws, int64_t n_rows, const void* x, size_t xs,

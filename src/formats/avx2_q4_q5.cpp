@@ -17,12 +17,7 @@ inline __m256i q4_0_codes(const BlockQ4_0& b) {  // q - 8, in [-8, 7]
   return _mm256_sub_epi8(unpack_nibbles(b.qs), _mm256_set1_epi8(8));
 }
 inline __m256i q4_1_codes(const BlockQ4_1& b) { return unpack_nibbles(b.qs); }  // [0, 15]
-inline __m256i q5_0_codes(const BlockQ5_0& b) {  // q - 16, in [-16, 15]
-  // A clear bit 4 means q = nibble, i.e. nibble - 16 after the offset: set the top 4 bits.
-  const __m256i high =
-      _mm256_andnot_si256(expand_bits(b.qh), _mm256_set1_epi8(static_cast<char>(0xF0)));
-  return _mm256_or_si256(unpack_nibbles(b.qs), high);
-}
+inline __m256i q5_0_codes(const BlockQ5_0& b) { return avx2::q5_0_codes(b.qs, b.qh); }
 inline __m256i q5_1_codes(const BlockQ5_1& b) {  // [0, 31]
   const __m256i high = _mm256_and_si256(expand_bits(b.qh), _mm256_set1_epi8(0x10));
   return _mm256_or_si256(unpack_nibbles(b.qs), high);

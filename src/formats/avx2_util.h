@@ -93,6 +93,13 @@ static inline __m256i expand_bits(const uint8_t* p) {
   return _mm256_cmpeq_epi8(_mm256_or_si256(bytes, bit), _mm256_set1_epi64x(-1));
 }
 
+// Q5_0's 32 codes q - 16 in [-16, 15] in element order, from its nibbles qs and high bits qh:
+// a clear bit 4 means q = nibble, i.e. nibble - 16 after the offset, so the top 4 bits are set.
+static inline __m256i q5_0_codes(const uint8_t* qs, const uint8_t* qh) {
+  const __m256i high = _mm256_andnot_si256(expand_bits(qh), _mm256_set1_epi8(static_cast<char>(0xF0)));
+  return _mm256_or_si256(unpack_nibbles(qs), high);
+}
+
 // Sums of 4 adjacent products u8 x i8 -> 8 int32. Exact while the sum of two adjacent
 // products fits int16 (maddubs saturates): 2 * u * |y| <= 32767, e.g. u <= 128, |y| <= 127.
 static inline __m256i dot_u8_i8(__m256i u, __m256i y) {

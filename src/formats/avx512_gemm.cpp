@@ -36,8 +36,10 @@ struct Q4_1Rows {
   __m512i act(__m512i y) const { return y; }
 };
 
-struct Q8_0Rows {
-  using W = BlockQ8_0;
+// Signed codes (Q8_0's int8, Q5_0's q - 16) as |w| and the sign mask.
+template <typename C>  // C::W, C::codes(const W&): the block's 32 signed codes
+struct SignedRows {
+  using W = typename C::W;
   using X = BlockQ8_0;
   static constexpr bool kHasMin = false;
   __m512i u;
@@ -48,13 +50,24 @@ struct Q8_0Rows {
     d = halves2(a.d, b.d);
   }
   void load_codes(const W& a, const W& b) {
-    const __m512i w = _mm512_inserti64x4(_mm512_castsi256_si512(load32(a.qs)), load32(b.qs), 1);
+    const __m512i w = _mm512_inserti64x4(_mm512_castsi256_si512(C::codes(a)), C::codes(b), 1);
     u = _mm512_abs_epi8(w);
     neg = _mm512_movepi8_mask(w);
   }
   // sign(y, w) where w != 0; where w == 0 the code |w| is 0 and y does not matter.
   __m512i act(__m512i y) const { return _mm512_mask_sub_epi8(y, neg, _mm512_setzero_si512(), y); }
 };
+
+struct Q8_0Signed {
+  using W = BlockQ8_0;
+  static __m256i codes(const W& b) { return load32(b.qs); }
+};
+struct Q5_0Signed {
+  using W = BlockQ5_0;
+  static __m256i codes(const W& b) { return avx2::q5_0_codes(b.qs, b.qh); }
+};
+using Q8_0Rows = SignedRows<Q8_0Signed>;
+using Q5_0Rows = SignedRows<Q5_0Signed>;
 
 // RM rows (even) x RN tokens of a batch (decode has gemv8). acc[p][t] holds rows 2p (low half)
 // and 2p+1 (high half).
@@ -479,6 +492,11 @@ void gemm_f16(int64_t n, const void* w, size_t ws, int64_t n_rows, const void* x
 void gemm_q4_1(int64_t n, const void* w, size_t ws, int64_t n_rows, const void* x, size_t xs,
                int64_t n_tokens, float* y, int64_t ys) {
   gemm_lanes<Q4_1Rows>(n, w, ws, n_rows, x, xs, n_tokens, y, ys, avx2::gemm_q4_1);
+}
+
+void gemm_q5_0(int64_t n, const void* w, size_t ws, int64_t n_rows, const void* x, size_t xs,
+               int64_t n_tokens, float* y, int64_t ys) {
+  gemm_lanes<Q5_0Rows>(n, w, ws, n_rows, x, xs, n_tokens, y, ys, avx2::gemm_q5_0);
 }
 
 void gemm_q8_0(int64_t n, const void* w, size_t ws, int64_t n_rows, const void* x, size_t xs,

@@ -172,6 +172,7 @@ KernelTable make_avx2_table() {
   at(DType::Q4_0).gemm = gemm_q4_0;
   at(DType::Q4_0).gemm_repacked = gemm_q4_0_repacked;
   at(DType::Q4_1).gemm = gemm_q4_1;
+  at(DType::Q5_0).gemm = gemm_q5_0;
   at(DType::Q8_0).gemm = gemm_q8_0;
   at(DType::F16).gemm = gemm_f16;
   for_each_sq([&](DType type) { at(type).gemm = sq_gemm(type); });
@@ -187,6 +188,7 @@ KernelTable make_avx512_table() {
   using namespace avx512;
   at(DType::Q4_0).gemm_repacked = gemm_q4_0_repacked;
   at(DType::Q4_1).gemm = gemm_q4_1;
+  at(DType::Q5_0).gemm = gemm_q5_0;
   at(DType::Q8_0).gemm = gemm_q8_0;
   // Q8_0 sums in block order on this tier and the AMX tier (as Q4_0's repacked order: its
   // vec_dot_repacked), decode included, so that a row gives the same bits in any batch and on

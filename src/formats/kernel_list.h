@@ -130,6 +130,8 @@ void gemm_q4_0_repacked(int64_t n, const void* w, size_t ws, int64_t n_rows, con
                         size_t xs, int64_t n_tokens, float* y, int64_t ys);
 void gemm_q4_1(int64_t n, const void* w, size_t ws, int64_t n_rows, const void* x, size_t xs,
                int64_t n_tokens, float* y, int64_t ys);
+void gemm_q5_0(int64_t n, const void* w, size_t ws, int64_t n_rows, const void* x, size_t xs,
+               int64_t n_tokens, float* y, int64_t ys);
 void gemm_q8_0(int64_t n, const void* w, size_t ws, int64_t n_rows, const void* x, size_t xs,
                int64_t n_tokens, float* y, int64_t ys);
 // The tiled product of the sq format t (null for another format), bit-identical to loops of its
@@ -148,6 +150,8 @@ GemmFn sq_gemm(DType t);
 void gemm_q4_0_repacked(int64_t n, const void* w, size_t ws, int64_t n_rows, const void* x,
                         size_t xs, int64_t n_tokens, float* y, int64_t ys);
 void gemm_q4_1(int64_t n, const void* w, size_t ws, int64_t n_rows, const void* x, size_t xs,
+               int64_t n_tokens, float* y, int64_t ys);
+void gemm_q5_0(int64_t n, const void* w, size_t ws, int64_t n_rows, const void* x, size_t xs,
                int64_t n_tokens, float* y, int64_t ys);
 void gemm_q8_0(int64_t n, const void* w, size_t ws, int64_t n_rows, const void* x, size_t xs,
                int64_t n_tokens, float* y, int64_t ys);

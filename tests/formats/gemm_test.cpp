@@ -35,7 +35,9 @@ TEST_P(Gemm, EqualsVecDotLoopBitForBit) {
   ASSERT_NE(gemm, nullptr);
   // The scalar twin. Q8_0's block order is the AVX-512 and AMX tiers' only (the scalar table
   // sums Q8_0 in llama.cpp's lanes): their vec_dot_repacked is the scalar function itself.
-  const auto vec_dot = !c.repacked                     ? ks.vec_dot
+  // Q5_0's scalar vec_dot sums whole blocks, not ggml's 8 lanes: its twin is the AVX2 vec_dot.
+  const auto vec_dot = c.type == DType::Q5_0            ? kernels(c.type, Isa::Avx2).vec_dot
+                       : !c.repacked                     ? ks.vec_dot
                        : ks.vec_dot_repacked != nullptr ? ks.vec_dot_repacked
                                                         : k.vec_dot_repacked;
   ASSERT_NE(vec_dot, nullptr);
@@ -163,7 +165,8 @@ TEST(BatchGemm, EqualsGemmOnTheSameActivations) {
 
 INSTANTIATE_TEST_SUITE_P(Formats, Gemm,
                          ::testing::Values(Case{DType::Q4_0, false}, Case{DType::Q4_0, true},
-                                           Case{DType::Q4_1, false}, Case{DType::Q8_0, false},
+                                           Case{DType::Q4_1, false}, Case{DType::Q5_0, false},
+                                           Case{DType::Q8_0, false},
                                            Case{DType::F16, false, false},
                                            Case{DType::Q4_0, true, true, Isa::Avx512},
                                            Case{DType::Q4_0, true, true, Isa::Avx512, true},
@@ -173,6 +176,7 @@ INSTANTIATE_TEST_SUITE_P(Formats, Gemm,
                                            Case{DType::Q8_0, true, true, Isa::Amx},
                                            Case{DType::Q8_0, true, true, Isa::Amx, true},
                                            Case{DType::Q4_1, false, true, Isa::Avx512},
+                                           Case{DType::Q5_0, false, true, Isa::Avx512},
                                            Case{DType::Q8_0, false, true, Isa::Avx512},
                                            Case{DType::F16, false, false, Isa::Avx512},
                                            Case{DType::F16, false, false, Isa::Avx512, true},

@@ -1,7 +1,9 @@
 // AVX2 kernels of Q4_K and Q6_K: decoding (bit-identical to scalar_k.cpp) and dot products with
 // Q8_K activations. Per super-block the integer sum is exact (maddubs on unsigned codes, madd
 // with the sub-block scales), then scaled once, as ggml's x86 kernels do.
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "formats/avx2_util.h"
 #include "formats/blocks.h"
@@ -104,9 +106,17 @@ float vec_dot_q4_k(int64_t n, const void* w, const void* x) {
 
 namespace {
 
+// The sums of the 8 int32 lanes of each of v[0..3] (exact).
+inline void hsum4(const __m256i v[4], int32_t out[4]) {
+  const __m256i t = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(out),
+                   _mm_add_epi32(_mm256_castsi256_si128(t), _mm256_extracti128_si256(t, 1)));
+}
+
 // scalar_k.cpp's q4_k_pair_sums: the exact int sums per pair of sub-blocks, from vector lanes.
 inline void q4_k_pair_sums(const BlockQ4_K& a, const BlockQ8_K& b, int32_t sums[4], int32_t mins[4]) {
   const __m256i low4 = _mm256_set1_epi8(0x0F);
+  __m256i lanes[4];
   uint8_t sc[8], m[8];
   unpack_scales_q4_k(a, sc, m);
   for (int p = 0; p < 4; ++p) {
@@ -115,11 +125,12 @@ inline void q4_k_pair_sums(const BlockQ4_K& a, const BlockQ8_K& b, int32_t sums[
     const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4);  // sub-block 2p+1
     const __m256i p_lo = _mm256_maddubs_epi16(lo, load32(b.qs + 64 * p));
     const __m256i p_hi = _mm256_maddubs_epi16(hi, load32(b.qs + 64 * p + 32));
-    sums[p] = hsum(_mm256_add_epi32(_mm256_madd_epi16(p_lo, _mm256_set1_epi16(sc[2 * p])),
-                                    _mm256_madd_epi16(p_hi, _mm256_set1_epi16(sc[2 * p + 1]))));
+    lanes[p] = _mm256_add_epi32(_mm256_madd_epi16(p_lo, _mm256_set1_epi16(sc[2 * p])),
+                                _mm256_madd_epi16(p_hi, _mm256_set1_epi16(sc[2 * p + 1])));
     mins[p] = m[2 * p] * (b.bsums[4 * p] + b.bsums[4 * p + 1]) +
               m[2 * p + 1] * (b.bsums[4 * p + 2] + b.bsums[4 * p + 3]);
   }
+  hsum4(lanes, sums);
 }
 
 }  // namespace
@@ -138,10 +149,76 @@ float vec_dot_q4_k_tiled(int64_t n, const void* w, const void* x) {
   return k_orders::q4_k_tiled(n, w, x, q4_k_pair_sums);
 }
 
+// k_orders::gemm_in_groups_of_4, 8 tokens at a time: each weight super-block decoded once for
+// the 8, and their float steps in the lanes of one register (a vector fused multiply-add rounds
+// each lane as the scalar one does), so every token gets exactly k_orders::q4_k_repacked_pairs'
+// result (tokens in whole groups of 4) or q4_k_repacked's (the rest).
 void gemm_q4_k_repacked(int64_t n, const void* w, size_t w_stride, int64_t n_rows, const void* x,
                         size_t x_stride, int64_t n_tokens, float* y, int64_t y_stride) {
-  k_orders::gemm_in_groups_of_4(n, w, w_stride, n_rows, x, x_stride, n_tokens, y, y_stride,
-                                vec_dot_q4_k_repacked_pairs, vec_dot_q4_k_repacked);
+  const int64_t nb = n / kSuperBlock;
+  const int64_t n_grouped = n_tokens - n_tokens % 4;
+  const __m256i low4 = _mm256_set1_epi8(0x0F);
+  const auto token_block = [&](int64_t t, int64_t i) -> const BlockQ8_K& {
+    return reinterpret_cast<const BlockQ8_K*>(static_cast<const uint8_t*>(x) + t * x_stride)[i];
+  };
+  for (int64_t t0 = 0; t0 < n_tokens; t0 += 8) {
+    const int n_t = static_cast<int>(std::min<int64_t>(8, n_tokens - t0));
+    // Lanes of tokens in whole groups of 4 (the pairs order); the others take gemv's.
+    alignas(32) int32_t grouped_mask[8];
+    for (int j = 0; j < 8; ++j) grouped_mask[j] = t0 + j < n_grouped ? -1 : 0;
+    const __m256 grouped = _mm256_castsi256_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(grouped_mask)));
+    for (int64_t r = 0; r < n_rows; ++r) {
+      const auto* a = reinterpret_cast<const BlockQ4_K*>(static_cast<const uint8_t*>(w) + r * w_stride);
+      __m256 acc_p = _mm256_setzero_ps(), acc_min_p = _mm256_setzero_ps();  // pairs order
+      __m256 acc_g = _mm256_setzero_ps(), acc_min_g = _mm256_setzero_ps();  // gemv order
+      for (int64_t i = 0; i < nb; ++i) {
+        uint8_t sc[8], m[8];
+        unpack_scales_q4_k(a[i], sc, m);
+        __m256i lo[4], hi[4], scale_lo[4], scale_hi[4];
+        for (int p = 0; p < 4; ++p) {
+          const __m256i raw = load32(a[i].qs + 32 * p);
+          lo[p] = _mm256_and_si256(raw, low4);
+          hi[p] = _mm256_and_si256(_mm256_srli_epi16(raw, 4), low4);
+          scale_lo[p] = _mm256_set1_epi16(sc[2 * p]);
+          scale_hi[p] = _mm256_set1_epi16(sc[2 * p + 1]);
+        }
+        alignas(32) int32_t sums[4][8] = {}, mins[4][8] = {}, sum_all[8] = {}, min_all[8] = {};
+        alignas(32) float xd[8] = {};
+        for (int j = 0; j < n_t; ++j) {
+          const BlockQ8_K& b = token_block(t0 + j, i);
+          __m256i lanes[4];
+          int32_t s4[4];
+          for (int p = 0; p < 4; ++p) {
+            const __m256i p_lo = _mm256_maddubs_epi16(lo[p], load32(b.qs + 64 * p));
+            const __m256i p_hi = _mm256_maddubs_epi16(hi[p], load32(b.qs + 64 * p + 32));
+            lanes[p] = _mm256_add_epi32(_mm256_madd_epi16(p_lo, scale_lo[p]), _mm256_madd_epi16(p_hi, scale_hi[p]));
+            mins[p][j] = m[2 * p] * (b.bsums[4 * p] + b.bsums[4 * p + 1]) +
+                         m[2 * p + 1] * (b.bsums[4 * p + 2] + b.bsums[4 * p + 3]);
+          }
+          hsum4(lanes, s4);
+          for (int p = 0; p < 4; ++p) sums[p][j] = s4[p];
+          sum_all[j] = s4[0] + s4[1] + s4[2] + s4[3];
+          min_all[j] = mins[0][j] + mins[1][j] + mins[2][j] + mins[3][j];
+          xd[j] = b.d;
+        }
+        const __m256 x_d = _mm256_load_ps(xd);
+        const __m256 d = _mm256_mul_ps(_mm256_set1_ps(f16_to_f32(a[i].d)), x_d);
+        const __m256 dmin = _mm256_mul_ps(_mm256_set1_ps(f16_to_f32(a[i].dmin)), x_d);
+        const auto as_ps = [](const int32_t* v) {
+          return _mm256_cvtepi32_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(v)));
+        };
+        for (int p = 0; p < 4; ++p) {
+          acc_p = _mm256_fmadd_ps(as_ps(sums[p]), d, acc_p);
+          acc_min_p = _mm256_fmadd_ps(as_ps(mins[p]), dmin, acc_min_p);
+        }
+        acc_g = _mm256_fmadd_ps(as_ps(sum_all), d, acc_g);
+        acc_min_g = _mm256_fmadd_ps(as_ps(min_all), dmin, acc_min_g);
+      }
+      alignas(32) float out[8];
+      _mm256_store_ps(out, _mm256_blendv_ps(_mm256_sub_ps(acc_g, acc_min_g), _mm256_sub_ps(acc_p, acc_min_p), grouped));
+      for (int j = 0; j < n_t; ++j) y[(t0 + j) * y_stride + r] = out[j];
+    }
+  }
 }
 
 void gemm_q4_k(int64_t n, const void* w, size_t w_stride, int64_t n_rows, const void* x,
@@ -226,10 +303,44 @@ float vec_dot_q6_k_tiled(int64_t n, const void* w, const void* x) {
   return k_orders::q6_k_tiled(n, w, x, [](const BlockQ6_K& a, const BlockQ8_K& b) { return hsum(q6_k_lanes(a, b)); });
 }
 
+// k_orders::gemm_tiled_from_8 with each weight super-block decoded once for all the tokens of
+// a batch of 8 or more (the same int sums and float steps as vec_dot_q6_k_tiled per token).
 void gemm_q6_k(int64_t n, const void* w, size_t w_stride, int64_t n_rows, const void* x,
                size_t x_stride, int64_t n_tokens, float* y, int64_t y_stride) {
-  k_orders::gemm_tiled_from_8(n, w, w_stride, n_rows, x, x_stride, n_tokens, y, y_stride,
-                              vec_dot_q6_k_tiled, vec_dot_q6_k);
+  if (n_tokens < 8) {
+    k_orders::gemm_tiled_from_8(n, w, w_stride, n_rows, x, x_stride, n_tokens, y, y_stride,
+                                vec_dot_q6_k_tiled, vec_dot_q6_k);
+    return;
+  }
+  const int64_t nb = n / kSuperBlock;
+  thread_local std::vector<float> acc;
+  acc.resize(static_cast<size_t>(n_tokens));
+  for (int64_t r = 0; r < n_rows; ++r) {
+    const auto* a = reinterpret_cast<const BlockQ6_K*>(static_cast<const uint8_t*>(w) + r * w_stride);
+    std::fill(acc.begin(), acc.end(), 0.0f);
+    for (int64_t i = 0; i < nb; ++i) {
+      __m256i q[8], scale[8];
+      q6_k_codes(a[i], 0, q);
+      q6_k_codes(a[i], 1, q + 4);
+      for (int k = 0; k < 8; ++k) {
+        const int j = 2 * k;  // chunk k (32 elements) has the scales of sub-blocks 2k and 2k + 1
+        scale[k] = _mm256_set_m128i(_mm_set1_epi16(a[i].scales[j + 1]), _mm_set1_epi16(a[i].scales[j]));
+      }
+      const __m256i scales16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a[i].scales)));
+      const float wd = f16_to_f32(a[i].d);
+      for (int64_t t = 0; t < n_tokens; ++t) {
+        const BlockQ8_K& b = reinterpret_cast<const BlockQ8_K*>(static_cast<const uint8_t*>(x) + t * x_stride)[i];
+        const __m256i bsums = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.bsums));
+        __m256i sumi = _mm256_slli_epi32(_mm256_madd_epi16(bsums, scales16), 5);
+        sumi = _mm256_sub_epi32(_mm256_setzero_si256(), sumi);
+        for (int k = 0; k < 8; ++k) {
+          sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(scale[k], _mm256_maddubs_epi16(q[k], load32(b.qs + 32 * k))));
+        }
+        acc[t] = std::fma(wd * static_cast<float>(hsum(sumi)), b.d, acc[t]);
+      }
+    }
+    for (int64_t t = 0; t < n_tokens; ++t) y[t * y_stride + r] = acc[t];
+  }
 }
 
 }  // namespace squeeze::formats::avx2

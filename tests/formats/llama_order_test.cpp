@@ -147,16 +147,20 @@ TEST(LlamaOrder, GemmPicksTheOrderByBatch) {
   }
 }
 
-// The AVX2 kernels sum in the same orders bit for bit (vec_dot aside: AVX2's is ggml's lanes,
-// the scalar twin's within rounding of it, tests/formats/simd_test.cpp).
-TEST(LlamaOrder, Avx2EqualsScalarBitForBit) {
+// The AVX2 and AVX-512 kernels sum in the same orders bit for bit (vec_dot aside: AVX2's is
+// ggml's lanes, the scalar twin's within rounding of it, tests/formats/simd_test.cpp).
+TEST(LlamaOrder, SimdEqualsScalarBitForBit) {
   if (!cpu_has_avx2()) GTEST_SKIP() << "this CPU lacks AVX2/FMA/F16C";
-  for (const Entry& e : kEntries) {
-    for (const int64_t n_tokens : kTokenCounts) {
-      if (!e.repacked && n_tokens < 8) continue;  // vec_dot
-      const Rows r = make_rows(e.type, kRows, n_tokens, 17);
-      EXPECT_EQ(run_gemm(e, Isa::Avx2, r, n_tokens), run_gemm(e, Isa::Scalar, r, n_tokens))
-          << format_info(e.type).name << (e.repacked ? " repacked" : "") << " tokens " << n_tokens;
+  for (const Isa isa : {Isa::Avx2, Isa::Avx512}) {
+    if (!cpu_supports(isa)) continue;
+    for (const Entry& e : kEntries) {
+      for (const int64_t n_tokens : {1, 3, 4, 6, 7, 8, 9, 13, 17, 24}) {
+        if (!e.repacked && n_tokens < 8) continue;  // vec_dot
+        const Rows r = make_rows(e.type, kRows, n_tokens, 17);
+        EXPECT_EQ(run_gemm(e, isa, r, n_tokens), run_gemm(e, Isa::Scalar, r, n_tokens))
+            << isa_name(isa) << " " << format_info(e.type).name << (e.repacked ? " repacked" : "")
+            << " tokens " << n_tokens;
+      }
     }
   }
   const Rows r = make_rows(DType::Q4_K, 1, 100, 19);

@@ -155,6 +155,11 @@ float vec_dot_q4_k_tiled(int64_t n, const void* w, const void* x) {
 // result (tokens in whole groups of 4) or q4_k_repacked's (the rest).
 void gemm_q4_k_repacked(int64_t n, const void* w, size_t w_stride, int64_t n_rows, const void* x,
                         size_t x_stride, int64_t n_tokens, float* y, int64_t y_stride) {
+  if (n_tokens < 4) {  // decode: gemv's order for every token, a row at a time
+    k_orders::gemm_in_groups_of_4(n, w, w_stride, n_rows, x, x_stride, n_tokens, y, y_stride,
+                                  vec_dot_q4_k_repacked_pairs, vec_dot_q4_k_repacked);
+    return;
+  }
   const int64_t nb = n / kSuperBlock;
   const int64_t n_grouped = n_tokens - n_tokens % 4;
   const __m256i low4 = _mm256_set1_epi8(0x0F);

@@ -35,6 +35,10 @@ inline void half_sums(const __m512i z[4], int32_t out_lo[4], int32_t out_hi[4]) 
 
 void gemm_q4_k_repacked(int64_t n, const void* w, size_t w_stride, int64_t n_rows, const void* x,
                         size_t x_stride, int64_t n_tokens, float* y, int64_t y_stride) {
+  if (n_tokens < 4) {  // decode: gemv's order for every token, a row at a time (AVX2)
+    avx2::gemm_q4_k_repacked(n, w, w_stride, n_rows, x, x_stride, n_tokens, y, y_stride);
+    return;
+  }
   const int64_t nb = n / kSuperBlock;
   const int64_t n_grouped = n_tokens - n_tokens % 4;
   const __m512i low4 = _mm512_set1_epi8(0x0F);

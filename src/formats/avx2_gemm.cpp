@@ -27,17 +27,26 @@ inline __m256i load32(const int8_t* p) {
 
 // ---- formats: decode a weight block's codes and its integer dot with an activation block ----
 
-struct Q4_0Fmt {
-  using W = BlockQ4_0;
+// Weights of signed codes against Q8_0 activations (no min term).
+template <typename W_>
+struct SignedFmt {
+  using W = W_;
   using X = BlockQ8_0;
   static constexpr bool kHasMin = false;
-  static __m256i codes(const W& b) {
-    return _mm256_sub_epi8(unpack_nibbles(b.qs), _mm256_set1_epi8(8));
-  }
+  static __m256i codes(const W& b);
   static __m256i idot(__m256i w, __m256i x) { return dot_i8_i8(w, x); }
   static float m(const W&) { return 0.0f; }
   static float s(const X&) { return 0.0f; }
 };
+using Q4_0Fmt = SignedFmt<BlockQ4_0>;
+using Q5_0Fmt = SignedFmt<BlockQ5_0>;
+using Q8_0Fmt = SignedFmt<BlockQ8_0>;
+template <>
+__m256i Q4_0Fmt::codes(const BlockQ4_0& b) { return _mm256_sub_epi8(unpack_nibbles(b.qs), _mm256_set1_epi8(8)); }
+template <>
+__m256i Q5_0Fmt::codes(const BlockQ5_0& b) { return q5_0_codes(b.qs, b.qh); }
+template <>
+__m256i Q8_0Fmt::codes(const BlockQ8_0& b) { return load32(b.qs); }
 
 struct Q4_1Fmt {
   using W = BlockQ4_1;
@@ -47,26 +56,6 @@ struct Q4_1Fmt {
   static __m256i idot(__m256i w, __m256i x) { return dot_u8_i8(w, x); }
   static float m(const W& b) { return half_to_float(b.m); }
   static float s(const X& b) { return half_to_float(b.s); }
-};
-
-struct Q8_0Fmt {
-  using W = BlockQ8_0;
-  using X = BlockQ8_0;
-  static constexpr bool kHasMin = false;
-  static __m256i codes(const W& b) { return load32(b.qs); }
-  static __m256i idot(__m256i w, __m256i x) { return dot_i8_i8(w, x); }
-  static float m(const W&) { return 0.0f; }
-  static float s(const X&) { return 0.0f; }
-};
-
-struct Q5_0Fmt {
-  using W = BlockQ5_0;
-  using X = BlockQ8_0;
-  static constexpr bool kHasMin = false;
-  static __m256i codes(const W& b) { return q5_0_codes(b.qs, b.qh); }
-  static __m256i idot(__m256i w, __m256i x) { return dot_i8_i8(w, x); }
-  static float m(const W&) { return 0.0f; }
-  static float s(const X&) { return 0.0f; }
 };
 
 // ---- vec_dot order: an 8-lane accumulator per output, d_w * d_x * float(int lanes) fused in

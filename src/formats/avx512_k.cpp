@@ -1,9 +1,11 @@
 // AVX-512 VNNI version of avx2_k.cpp's gemm_q4_k_repacked, bit for bit the same (the sums are
 // exact integers whatever instructions form them; the float steps are k_orders.h's, 8 tokens in
-// the lanes of one register): a pair of sub-blocks' 64 codes against the token's 64 activations
-// in one vpdpbusd, each half's 8 lanes summed, the scales applied to 8 tokens at once.
+// the lanes of one register): a pair of sub-blocks' 64 codes against each of 8 tokens' 64
+// activations in one vpdpbusd, the 8 tokens' half sums transposed into two vectors of 8, the
+// scales and mins applied to the 8 tokens at once.
 // Called only after cpu_has_avx512() (core/cpu.h).
 #include <algorithm>
+#include <vector>
 
 #include "formats/avx512_util.h"
 #include "formats/blocks.h"
@@ -15,20 +17,22 @@ namespace {
 
 inline __m512i load64(const void* p) { return _mm512_loadu_si512(p); }
 
-// The 8-lane sums of lo and hi (the low and high 256 bits) of z[0..3]: out_lo[p], out_hi[p].
-inline void half_sums(const __m512i z[4], int32_t out_lo[4], int32_t out_hi[4]) {
-  __m256i lo[4], hi[4];
-  for (int p = 0; p < 4; ++p) {
-    lo[p] = _mm512_castsi512_si256(z[p]);
-    hi[p] = _mm512_extracti64x4_epi64(z[p], 1);
+// z[0..7]: 8 tokens' 16 int32 lanes (lanes 0-7: sub-block 2p's products, 8-15: 2p+1's). The
+// 8 tokens' sums of lanes 0-7 (lo) and of lanes 8-15 (hi), each as one vector of 8 (exact).
+inline void reduce8(const __m512i z[8], __m256i* lo, __m256i* hi) {
+  __m512i a[4];
+  for (int k = 0; k < 4; ++k) {
+    a[k] = _mm512_add_epi32(_mm512_unpacklo_epi32(z[2 * k], z[2 * k + 1]),
+                            _mm512_unpackhi_epi32(z[2 * k], z[2 * k + 1]));
   }
-  const auto hsum4 = [](const __m256i v[4], int32_t out[4]) {
-    const __m256i t = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(out),
-                     _mm_add_epi32(_mm256_castsi256_si128(t), _mm256_extracti128_si256(t, 1)));
-  };
-  hsum4(lo, out_lo);
-  hsum4(hi, out_hi);
+  // Per 128-bit lane L: b0 = the lane's sums of tokens 0..3, b1 of tokens 4..7.
+  const __m512i b0 = _mm512_add_epi32(_mm512_unpacklo_epi64(a[0], a[1]), _mm512_unpackhi_epi64(a[0], a[1]));
+  const __m512i b1 = _mm512_add_epi32(_mm512_unpacklo_epi64(a[2], a[3]), _mm512_unpackhi_epi64(a[2], a[3]));
+  // Lanes 0 + 1 are the low half, 2 + 3 the high half.
+  const __m512i c0 = _mm512_add_epi32(b0, _mm512_shuffle_i64x2(b0, b0, _MM_SHUFFLE(2, 3, 0, 1)));
+  const __m512i c1 = _mm512_add_epi32(b1, _mm512_shuffle_i64x2(b1, b1, _MM_SHUFFLE(2, 3, 0, 1)));
+  *lo = _mm256_set_m128i(_mm512_castsi512_si128(c1), _mm512_castsi512_si128(c0));
+  *hi = _mm256_set_m128i(_mm512_extracti32x4_epi32(c1, 2), _mm512_extracti32x4_epi32(c0, 2));
 }
 
 }  // namespace
@@ -45,11 +49,29 @@ void gemm_q4_k_repacked(int64_t n, const void* w, size_t w_stride, int64_t n_row
   const auto token_block = [&](int64_t t, int64_t i) -> const BlockQ8_K& {
     return reinterpret_cast<const BlockQ8_K*>(static_cast<const uint8_t*>(x) + t * x_stride)[i];
   };
-  const auto as_ps = [](const int32_t* v) {
-    return _mm256_cvtepi32_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(v)));
+  // Per token group: each super-block's sub-block sums of the activations (bsums in pairs), as
+  // vectors of the 8 tokens [nb][8 sub-blocks], and the 8 tokens' d.
+  thread_local std::vector<int32_t> bsum32_store;  // [nb][8 sub-blocks][8 tokens]
+  thread_local std::vector<float> xd_store;        // [nb][8 tokens]
+  bsum32_store.resize(static_cast<size_t>(nb * 64));
+  xd_store.resize(static_cast<size_t>(nb * 8));
+  const auto bsum32 = [&](int64_t i, int sb) {
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bsum32_store.data() + (i * 8 + sb) * 8));
   };
+  const auto xd = [&](int64_t i) { return _mm256_loadu_ps(xd_store.data() + i * 8); };
   for (int64_t t0 = 0; t0 < n_tokens; t0 += 8) {
     const int n_t = static_cast<int>(std::min<int64_t>(8, n_tokens - t0));
+    // Tokens past n_tokens repeat the last one (their results are dropped).
+    const BlockQ8_K* xr[8];
+    for (int j = 0; j < 8; ++j) xr[j] = &token_block(t0 + std::min(j, n_t - 1), 0);
+    for (int64_t i = 0; i < nb; ++i) {
+      for (int j = 0; j < 8; ++j) {
+        for (int sb = 0; sb < 8; ++sb) {
+          bsum32_store[(i * 8 + sb) * 8 + j] = xr[j][i].bsums[2 * sb] + xr[j][i].bsums[2 * sb + 1];
+        }
+        xd_store[i * 8 + j] = xr[j][i].d;
+      }
+    }
     alignas(32) int32_t grouped_mask[8];
     for (int j = 0; j < 8; ++j) grouped_mask[j] = t0 + j < n_grouped ? -1 : 0;
     const __m256 grouped = _mm256_castsi256_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(grouped_mask)));
@@ -60,51 +82,32 @@ void gemm_q4_k_repacked(int64_t n, const void* w, size_t w_stride, int64_t n_row
       for (int64_t i = 0; i < nb; ++i) {
         uint8_t sc[8], m[8];
         for (int j = 0; j < 8; ++j) q4k_scale_min(j, a[i].scales, &sc[j], &m[j]);
-        // Pair p: sub-block 2p (low nibbles of bytes 32p..32p+31) in the low half, 2p+1 (high
-        // nibbles) in the high half, against activations 64p..64p+63.
-        __m512i codes[4];
-        for (int p = 0; p < 4; ++p) {
-          const __m512i raw = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[i].qs + 32 * p)));
-          codes[p] = _mm512_and_si512(_mm512_srlv_epi64(raw, _mm512_set_epi64(4, 4, 4, 4, 0, 0, 0, 0)), low4);
-        }
-        alignas(32) int32_t lo[4][8] = {}, hi[4][8] = {}, mins[4][8] = {};
-        alignas(32) float xd[8] = {};
-        for (int j = 0; j < n_t; ++j) {
-          const BlockQ8_K& b = token_block(t0 + j, i);
-          __m512i z[4];
-          for (int p = 0; p < 4; ++p) z[p] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), codes[p], load64(b.qs + 64 * p));
-          int32_t l4[4], h4[4];
-          half_sums(z, l4, h4);
-          for (int p = 0; p < 4; ++p) {
-            lo[p][j] = l4[p];
-            hi[p][j] = h4[p];
-            mins[p][j] = m[2 * p] * (b.bsums[4 * p] + b.bsums[4 * p + 1]) +
-                         m[2 * p + 1] * (b.bsums[4 * p + 2] + b.bsums[4 * p + 3]);
-          }
-          xd[j] = b.d;
-        }
-        // Per pair: sc_lo * lo + sc_hi * hi, 8 tokens at once (exact int32).
-        alignas(32) int32_t sums[4][8], sum_all[8], min_all[8];
+        __m256i sums[4], mins[4];
         __m256i all = _mm256_setzero_si256(), all_min = _mm256_setzero_si256();
         for (int p = 0; p < 4; ++p) {
-          const __m256i s = _mm256_add_epi32(
-              _mm256_mullo_epi32(_mm256_load_si256(reinterpret_cast<const __m256i*>(lo[p])), _mm256_set1_epi32(sc[2 * p])),
-              _mm256_mullo_epi32(_mm256_load_si256(reinterpret_cast<const __m256i*>(hi[p])), _mm256_set1_epi32(sc[2 * p + 1])));
-          _mm256_store_si256(reinterpret_cast<__m256i*>(sums[p]), s);
-          all = _mm256_add_epi32(all, s);
-          all_min = _mm256_add_epi32(all_min, _mm256_load_si256(reinterpret_cast<const __m256i*>(mins[p])));
+          // Sub-block 2p (low nibbles of bytes 32p..32p+31) in the low half, 2p+1 (high
+          // nibbles) in the high half, against activations 64p..64p+63.
+          const __m512i raw = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a[i].qs + 32 * p)));
+          const __m512i codes = _mm512_and_si512(_mm512_srlv_epi64(raw, _mm512_set_epi64(4, 4, 4, 4, 0, 0, 0, 0)), low4);
+          __m512i z[8];
+          for (int j = 0; j < 8; ++j) z[j] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), codes, load64(xr[j][i].qs + 64 * p));
+          __m256i lo, hi;
+          reduce8(z, &lo, &hi);
+          sums[p] = _mm256_add_epi32(_mm256_mullo_epi32(lo, _mm256_set1_epi32(sc[2 * p])),
+                                     _mm256_mullo_epi32(hi, _mm256_set1_epi32(sc[2 * p + 1])));
+          mins[p] = _mm256_add_epi32(_mm256_mullo_epi32(bsum32(i, 2 * p), _mm256_set1_epi32(m[2 * p])),
+                                     _mm256_mullo_epi32(bsum32(i, 2 * p + 1), _mm256_set1_epi32(m[2 * p + 1])));
+          all = _mm256_add_epi32(all, sums[p]);
+          all_min = _mm256_add_epi32(all_min, mins[p]);
         }
-        _mm256_store_si256(reinterpret_cast<__m256i*>(sum_all), all);
-        _mm256_store_si256(reinterpret_cast<__m256i*>(min_all), all_min);
-        const __m256 x_d = _mm256_load_ps(xd);
-        const __m256 d = _mm256_mul_ps(_mm256_set1_ps(f16_to_f32(a[i].d)), x_d);
-        const __m256 dmin = _mm256_mul_ps(_mm256_set1_ps(f16_to_f32(a[i].dmin)), x_d);
+        const __m256 d = _mm256_mul_ps(_mm256_set1_ps(f16_to_f32(a[i].d)), xd(i));
+        const __m256 dmin = _mm256_mul_ps(_mm256_set1_ps(f16_to_f32(a[i].dmin)), xd(i));
         for (int p = 0; p < 4; ++p) {
-          acc_p = _mm256_fmadd_ps(as_ps(sums[p]), d, acc_p);
-          acc_min_p = _mm256_fmadd_ps(as_ps(mins[p]), dmin, acc_min_p);
+          acc_p = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums[p]), d, acc_p);
+          acc_min_p = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mins[p]), dmin, acc_min_p);
         }
-        acc_g = _mm256_fmadd_ps(as_ps(sum_all), d, acc_g);
-        acc_min_g = _mm256_fmadd_ps(as_ps(min_all), dmin, acc_min_g);
+        acc_g = _mm256_fmadd_ps(_mm256_cvtepi32_ps(all), d, acc_g);
+        acc_min_g = _mm256_fmadd_ps(_mm256_cvtepi32_ps(all_min), dmin, acc_min_g);
       }
       alignas(32) float out[8];
       _mm256_store_ps(out, _mm256_blendv_ps(_mm256_sub_ps(acc_g, acc_min_g), _mm256_sub_ps(acc_p, acc_min_p), grouped));

@@ -21,24 +21,7 @@ void unpack_scales_q4_k(const BlockQ4_K& b, uint8_t* sc, uint8_t* m) {
   for (int j = 0; j < 8; ++j) q4k_scale_min(j, b.scales, &sc[j], &m[j]);
 }
 
-// The 128 codes of half h of a Q6_K block as four vectors of 32 unsigned bytes in [0, 63]:
-// q[k] holds elements 128h + 32k .. 128h + 32k + 31.
-inline void q6_k_codes(const BlockQ6_K& b, int h, __m256i* q) {
-  const __m256i low4 = _mm256_set1_epi8(0x0F);
-  const __m256i two = _mm256_set1_epi8(3);
-  const __m256i ql0 = load32(b.ql + 64 * h);
-  const __m256i ql1 = load32(b.ql + 64 * h + 32);
-  const __m256i qh = load32(b.qh + 32 * h);
-  // Shifts are on 16-bit lanes; the masks keep each byte's own bits.
-  const __m256i h0 = _mm256_slli_epi16(_mm256_and_si256(qh, two), 4);
-  const __m256i h1 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), two), 4);
-  const __m256i h2 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), two), 4);
-  const __m256i h3 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), two), 4);
-  q[0] = _mm256_or_si256(_mm256_and_si256(ql0, low4), h0);
-  q[1] = _mm256_or_si256(_mm256_and_si256(ql1, low4), h1);
-  q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), low4), h2);
-  q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), low4), h3);
-}
+inline void q6_k_codes(const BlockQ6_K& b, int h, __m256i* q) { avx2::q6_k_codes(b.ql, b.qh, h, q); }
 
 }  // namespace
 

@@ -100,6 +100,25 @@ static inline __m256i q5_0_codes(const uint8_t* qs, const uint8_t* qh) {
   return _mm256_or_si256(unpack_nibbles(qs), high);
 }
 
+// The 128 codes of half h of a Q6_K block (low bits ql, high bits qh) as four vectors of 32
+// unsigned bytes in [0, 63]: q[k] holds elements 128h + 32k .. 128h + 32k + 31.
+static inline void q6_k_codes(const uint8_t* ql, const uint8_t* qh, int h, __m256i* q) {
+  const __m256i low4 = _mm256_set1_epi8(0x0F);
+  const __m256i two = _mm256_set1_epi8(3);
+  const __m256i ql0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql + 64 * h));
+  const __m256i ql1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(ql + 64 * h + 32));
+  const __m256i hb = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qh + 32 * h));
+  // Shifts are on 16-bit lanes; the masks keep each byte's own bits.
+  const __m256i h0 = _mm256_slli_epi16(_mm256_and_si256(hb, two), 4);
+  const __m256i h1 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 2), two), 4);
+  const __m256i h2 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 4), two), 4);
+  const __m256i h3 = _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(hb, 6), two), 4);
+  q[0] = _mm256_or_si256(_mm256_and_si256(ql0, low4), h0);
+  q[1] = _mm256_or_si256(_mm256_and_si256(ql1, low4), h1);
+  q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), low4), h2);
+  q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), low4), h3);
+}
+
 // Sums of 4 adjacent products u8 x i8 -> 8 int32. Exact while the sum of two adjacent
 // products fits int16 (maddubs saturates): 2 * u * |y| <= 32767, e.g. u <= 128, |y| <= 127.
 static inline __m256i dot_u8_i8(__m256i u, __m256i y) {

@@ -116,4 +116,77 @@ void gemm_q4_k_repacked(int64_t n, const void* w, size_t w_stride, int64_t n_row
   }
 }
 
+// avx2::gemm_q6_k (the tiled kernel's order from 8 tokens on) with the 8 tokens' sums formed as
+// in gemm_q4_k_repacked: 64 codes (q in [0, 63]) per vpdpbusd, each 4-element lane times its
+// sub-block's scale, the tokens' sums transposed into one vector; the 32 * sum(scale * bsum)
+// offset per token from vectors of the 8 tokens' bsums. Bit-identical.
+void gemm_q6_k(int64_t n, const void* w, size_t w_stride, int64_t n_rows, const void* x,
+               size_t x_stride, int64_t n_tokens, float* y, int64_t y_stride) {
+  if (n_tokens < 8) {
+    avx2::gemm_q6_k(n, w, w_stride, n_rows, x, x_stride, n_tokens, y, y_stride);
+    return;
+  }
+  const int64_t nb = n / kSuperBlock;
+  const auto token_block = [&](int64_t t, int64_t i) -> const BlockQ8_K& {
+    return reinterpret_cast<const BlockQ8_K*>(static_cast<const uint8_t*>(x) + t * x_stride)[i];
+  };
+  thread_local std::vector<int32_t> bsum_store;  // [nb][16 sub-blocks][8 tokens]
+  thread_local std::vector<float> xd_store;      // [nb][8 tokens]
+  bsum_store.resize(static_cast<size_t>(nb * 128));
+  xd_store.resize(static_cast<size_t>(nb * 8));
+  // Lane l of chunk k (elements 64k + 4l .. + 3) belongs to sub-block 4k + l / 4.
+  const __m512i lane_sub = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
+  for (int64_t t0 = 0; t0 < n_tokens; t0 += 8) {
+    const int n_t = static_cast<int>(std::min<int64_t>(8, n_tokens - t0));
+    const BlockQ8_K* xr[8];
+    for (int j = 0; j < 8; ++j) xr[j] = &token_block(t0 + std::min(j, n_t - 1), 0);
+    for (int64_t i = 0; i < nb; ++i) {
+      for (int j = 0; j < 8; ++j) {
+        for (int sb = 0; sb < 16; ++sb) bsum_store[(i * 16 + sb) * 8 + j] = xr[j][i].bsums[sb];
+        xd_store[i * 8 + j] = xr[j][i].d;
+      }
+    }
+    for (int64_t r = 0; r < n_rows; ++r) {
+      const auto* a = reinterpret_cast<const BlockQ6_K*>(static_cast<const uint8_t*>(w) + r * w_stride);
+      __m256 acc = _mm256_setzero_ps();
+      for (int64_t i = 0; i < nb; ++i) {
+        // The codes in element order, 64 per register, and each lane's scale.
+        __m512i codes[4], lane_scale[4];
+        for (int h = 0; h < 2; ++h) {
+          __m256i q[4];
+          avx2::q6_k_codes(a[i].ql, a[i].qh, h, q);
+          codes[2 * h] = _mm512_inserti64x4(_mm512_castsi256_si512(q[0]), q[1], 1);
+          codes[2 * h + 1] = _mm512_inserti64x4(_mm512_castsi256_si512(q[2]), q[3], 1);
+        }
+        const __m512i scales32 = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a[i].scales)));
+        for (int k = 0; k < 4; ++k) {
+          lane_scale[k] = _mm512_permutexvar_epi32(_mm512_add_epi32(lane_sub, _mm512_set1_epi32(4 * k)), scales32);
+        }
+        __m512i z[8];
+        for (int j = 0; j < 8; ++j) {
+          __m512i t = _mm512_setzero_si512();
+          for (int k = 0; k < 4; ++k) {
+            const __m512i dot = _mm512_dpbusd_epi32(_mm512_setzero_si512(), codes[k], _mm512_loadu_si512(xr[j][i].qs + 64 * k));
+            t = _mm512_add_epi32(t, _mm512_mullo_epi32(dot, lane_scale[k]));
+          }
+          z[j] = t;
+        }
+        __m256i lo, hi;
+        reduce8(z, &lo, &hi);
+        __m256i offset = _mm256_setzero_si256();
+        for (int sb = 0; sb < 16; ++sb) {
+          const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bsum_store.data() + (i * 16 + sb) * 8));
+          offset = _mm256_add_epi32(offset, _mm256_mullo_epi32(bs, _mm256_set1_epi32(a[i].scales[sb])));
+        }
+        const __m256i sumi = _mm256_sub_epi32(_mm256_add_epi32(lo, hi), _mm256_slli_epi32(offset, 5));
+        const __m256 rr = _mm256_mul_ps(_mm256_set1_ps(f16_to_f32(a[i].d)), _mm256_cvtepi32_ps(sumi));
+        acc = _mm256_fmadd_ps(rr, _mm256_loadu_ps(xd_store.data() + i * 8), acc);
+      }
+      alignas(32) float out[8];
+      _mm256_store_ps(out, acc);
+      for (int j = 0; j < n_t; ++j) y[(t0 + j) * y_stride + r] = out[j];
+    }
+  }
+}
+
 }  // namespace squeeze::formats::avx512

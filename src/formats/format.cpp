@@ -191,6 +191,7 @@ KernelTable make_avx512_table() {
   at(DType::Q5_0).gemm = gemm_q5_0;
   at(DType::Q8_0).gemm = gemm_q8_0;
   at(DType::Q4_K).gemm_repacked = gemm_q4_k_repacked;
+  at(DType::Q6_K).gemm = gemm_q6_k;
   // Q8_0 sums in block order on this tier and the AMX tier (as Q4_0's repacked order: its
   // vec_dot_repacked), decode included, so that a row gives the same bits in any batch and on
   // both tiers; llama.cpp's 8 lanes per block cost the tiles (AMX's, and these 4 x 4 ones)

@@ -147,6 +147,9 @@ void gemm_f16(int64_t n, const void* w, size_t ws, int64_t n_rows, const void* x
 namespace avx512 {
 // The tiled product of the sq format t (null for another format), bit-identical to the AVX2 one.
 GemmFn sq_gemm(DType t);
+// avx2::gemm_q6_k on VNNI, bit-identical (avx512_k.cpp).
+void gemm_q6_k(int64_t n, const void* w, size_t w_stride, int64_t n_rows, const void* x,
+               size_t x_stride, int64_t n_tokens, float* y, int64_t y_stride);
 // avx2::gemm_q4_k_repacked on VNNI, bit-identical (avx512_k.cpp).
 void gemm_q4_k_repacked(int64_t n, const void* w, size_t w_stride, int64_t n_rows, const void* x,
                         size_t x_stride, int64_t n_tokens, float* y, int64_t y_stride);

@@ -7,6 +7,7 @@
 
 #include "formats/avx2_util.h"
 #include "formats/blocks.h"
+#include "formats/k_lanes.h"
 #include "formats/k_orders.h"
 #include "formats/kernel_list.h"
 
@@ -133,9 +134,7 @@ float vec_dot_q4_k_tiled(int64_t n, const void* w, const void* x) {
 }
 
 // k_orders::gemm_in_groups_of_4, 8 tokens at a time: each weight super-block decoded once for
-// the 8, and their float steps in the lanes of one register (a vector fused multiply-add rounds
-// each lane as the scalar one does), so every token gets exactly k_orders::q4_k_repacked_pairs'
-// result (tokens in whole groups of 4) or q4_k_repacked's (the rest).
+// the 8, their float steps in one register's lanes (k_lanes.h).
 void gemm_q4_k_repacked(int64_t n, const void* w, size_t w_stride, int64_t n_rows, const void* x,
                         size_t x_stride, int64_t n_tokens, float* y, int64_t y_stride) {
   if (n_tokens < 4) {  // decode: gemv's order for every token, a row at a time
@@ -151,14 +150,10 @@ void gemm_q4_k_repacked(int64_t n, const void* w, size_t w_stride, int64_t n_row
   };
   for (int64_t t0 = 0; t0 < n_tokens; t0 += 8) {
     const int n_t = static_cast<int>(std::min<int64_t>(8, n_tokens - t0));
-    // Lanes of tokens in whole groups of 4 (the pairs order); the others take gemv's.
-    alignas(32) int32_t grouped_mask[8];
-    for (int j = 0; j < 8; ++j) grouped_mask[j] = t0 + j < n_grouped ? -1 : 0;
-    const __m256 grouped = _mm256_castsi256_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(grouped_mask)));
+    k_lanes::Q4kRepacked8 acc(t0, n_grouped);
     for (int64_t r = 0; r < n_rows; ++r) {
       const auto* a = reinterpret_cast<const BlockQ4_K*>(static_cast<const uint8_t*>(w) + r * w_stride);
-      __m256 acc_p = _mm256_setzero_ps(), acc_min_p = _mm256_setzero_ps();  // pairs order
-      __m256 acc_g = _mm256_setzero_ps(), acc_min_g = _mm256_setzero_ps();  // gemv order
+      acc.reset();
       for (int64_t i = 0; i < nb; ++i) {
         uint8_t sc[8], m[8];
         unpack_scales_q4_k(a[i], sc, m);
@@ -170,7 +165,7 @@ void gemm_q4_k_repacked(int64_t n, const void* w, size_t w_stride, int64_t n_row
           scale_lo[p] = _mm256_set1_epi16(sc[2 * p]);
           scale_hi[p] = _mm256_set1_epi16(sc[2 * p + 1]);
         }
-        alignas(32) int32_t sums[4][8] = {}, mins[4][8] = {}, sum_all[8] = {}, min_all[8] = {};
+        alignas(32) int32_t sums[4][8] = {}, mins[4][8] = {};
         alignas(32) float xd[8] = {};
         for (int j = 0; j < n_t; ++j) {
           const BlockQ8_K& b = token_block(t0 + j, i);
@@ -185,26 +180,18 @@ void gemm_q4_k_repacked(int64_t n, const void* w, size_t w_stride, int64_t n_row
           }
           hsum4(lanes, s4);
           for (int p = 0; p < 4; ++p) sums[p][j] = s4[p];
-          sum_all[j] = s4[0] + s4[1] + s4[2] + s4[3];
-          min_all[j] = mins[0][j] + mins[1][j] + mins[2][j] + mins[3][j];
           xd[j] = b.d;
         }
-        const __m256 x_d = _mm256_load_ps(xd);
-        const __m256 d = _mm256_mul_ps(_mm256_set1_ps(f16_to_f32(a[i].d)), x_d);
-        const __m256 dmin = _mm256_mul_ps(_mm256_set1_ps(f16_to_f32(a[i].dmin)), x_d);
-        const auto as_ps = [](const int32_t* v) {
-          return _mm256_cvtepi32_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(v)));
-        };
+        __m256i sv[4], mv[4];
         for (int p = 0; p < 4; ++p) {
-          acc_p = _mm256_fmadd_ps(as_ps(sums[p]), d, acc_p);
-          acc_min_p = _mm256_fmadd_ps(as_ps(mins[p]), dmin, acc_min_p);
+          sv[p] = _mm256_load_si256(reinterpret_cast<const __m256i*>(sums[p]));
+          mv[p] = _mm256_load_si256(reinterpret_cast<const __m256i*>(mins[p]));
         }
-        acc_g = _mm256_fmadd_ps(as_ps(sum_all), d, acc_g);
-        acc_min_g = _mm256_fmadd_ps(as_ps(min_all), dmin, acc_min_g);
+        const __m256 x_d = _mm256_load_ps(xd);
+        acc.step(sv, mv, _mm256_mul_ps(_mm256_set1_ps(f16_to_f32(a[i].d)), x_d),
+                 _mm256_mul_ps(_mm256_set1_ps(f16_to_f32(a[i].dmin)), x_d));
       }
-      alignas(32) float out[8];
-      _mm256_store_ps(out, _mm256_blendv_ps(_mm256_sub_ps(acc_g, acc_min_g), _mm256_sub_ps(acc_p, acc_min_p), grouped));
-      for (int j = 0; j < n_t; ++j) y[(t0 + j) * y_stride + r] = out[j];
+      acc.store(y + t0 * y_stride + r, y_stride, n_t);
     }
   }
 }

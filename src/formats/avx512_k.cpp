@@ -9,6 +9,7 @@
 
 #include "formats/avx512_util.h"
 #include "formats/blocks.h"
+#include "formats/k_lanes.h"
 #include "formats/k_orders.h"
 #include "formats/kernel_list.h"
 
@@ -72,18 +73,14 @@ void gemm_q4_k_repacked(int64_t n, const void* w, size_t w_stride, int64_t n_row
         xd_store[i * 8 + j] = xr[j][i].d;
       }
     }
-    alignas(32) int32_t grouped_mask[8];
-    for (int j = 0; j < 8; ++j) grouped_mask[j] = t0 + j < n_grouped ? -1 : 0;
-    const __m256 grouped = _mm256_castsi256_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(grouped_mask)));
+    k_lanes::Q4kRepacked8 acc(t0, n_grouped);
     for (int64_t r = 0; r < n_rows; ++r) {
       const auto* a = reinterpret_cast<const BlockQ4_K*>(static_cast<const uint8_t*>(w) + r * w_stride);
-      __m256 acc_p = _mm256_setzero_ps(), acc_min_p = _mm256_setzero_ps();  // pairs order
-      __m256 acc_g = _mm256_setzero_ps(), acc_min_g = _mm256_setzero_ps();  // gemv order
+      acc.reset();
       for (int64_t i = 0; i < nb; ++i) {
         uint8_t sc[8], m[8];
         for (int j = 0; j < 8; ++j) q4k_scale_min(j, a[i].scales, &sc[j], &m[j]);
         __m256i sums[4], mins[4];
-        __m256i all = _mm256_setzero_si256(), all_min = _mm256_setzero_si256();
         for (int p = 0; p < 4; ++p) {
           // Sub-block 2p (low nibbles of bytes 32p..32p+31) in the low half, 2p+1 (high
           // nibbles) in the high half, against activations 64p..64p+63.
@@ -97,21 +94,11 @@ void gemm_q4_k_repacked(int64_t n, const void* w, size_t w_stride, int64_t n_row
                                      _mm256_mullo_epi32(hi, _mm256_set1_epi32(sc[2 * p + 1])));
           mins[p] = _mm256_add_epi32(_mm256_mullo_epi32(bsum32(i, 2 * p), _mm256_set1_epi32(m[2 * p])),
                                      _mm256_mullo_epi32(bsum32(i, 2 * p + 1), _mm256_set1_epi32(m[2 * p + 1])));
-          all = _mm256_add_epi32(all, sums[p]);
-          all_min = _mm256_add_epi32(all_min, mins[p]);
         }
-        const __m256 d = _mm256_mul_ps(_mm256_set1_ps(f16_to_f32(a[i].d)), xd(i));
-        const __m256 dmin = _mm256_mul_ps(_mm256_set1_ps(f16_to_f32(a[i].dmin)), xd(i));
-        for (int p = 0; p < 4; ++p) {
-          acc_p = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums[p]), d, acc_p);
-          acc_min_p = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mins[p]), dmin, acc_min_p);
-        }
-        acc_g = _mm256_fmadd_ps(_mm256_cvtepi32_ps(all), d, acc_g);
-        acc_min_g = _mm256_fmadd_ps(_mm256_cvtepi32_ps(all_min), dmin, acc_min_g);
+        acc.step(sums, mins, _mm256_mul_ps(_mm256_set1_ps(f16_to_f32(a[i].d)), xd(i)),
+                 _mm256_mul_ps(_mm256_set1_ps(f16_to_f32(a[i].dmin)), xd(i)));
       }
-      alignas(32) float out[8];
-      _mm256_store_ps(out, _mm256_blendv_ps(_mm256_sub_ps(acc_g, acc_min_g), _mm256_sub_ps(acc_p, acc_min_p), grouped));
-      for (int j = 0; j < n_t; ++j) y[(t0 + j) * y_stride + r] = out[j];
+      acc.store(y + t0 * y_stride + r, y_stride, n_t);
     }
   }
 }

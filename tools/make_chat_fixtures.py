@@ -121,6 +121,9 @@ SNIPPETS = [
     "{{ data.d.get('z') }}|{{ data.d.get('nope') }}|{{ data.d.get('nope', 5) }}|{{ data.d.keys() | list }}"
     "|{{ data.d.values() | list | length }}|{{ data.d['items'] is defined }}",
     "{{ dict(a=1, b='x') }}|{{ namespace(a=1).a }}|{{ strftime_now('%Y-%m-%d %d %b %Y') }}",
+    "{% set d = {1: 'a', 'b': 2, 16384: none} %}{{ d }}|{{ d | tojson }}|{{ d[1] }}{{ d[16384] }}|"
+    "{{ 1 in d }}{{ 2 in d }}|{{ d.get(1) }}|{{ d | items | list }}|"
+    "{% for k in d %}{{ k + 1 if k is integer else k }},{% endfor %}|{{ {3: 1, 2: 0} | dictsort }}",
     # errors jinja2 raises
     "{{ raise_exception('refused: ' ~ messages | length) }}",
     "{{ data.missing.attr }}",

@@ -110,14 +110,17 @@ Value method(const Value& self, std::string_view name) {
     }
     return Value::function([self, n](Args& a) -> Value {
       if (n == "get") {
-        if (const Value* v = self.find(str_arg(a, 0, "key"))) return *v;
+        const Value& key = arg(a, 0, "key");
+        if (key.is_string() || key.kind() == Value::Kind::Int) {
+          if (const Value* v = self.find(dict_key(key))) return *v;
+        }
         const Value& d = arg(a, 1, "default");
         return d.is_undefined() ? Value::none() : d;
       }
       Value::List out;
       for (const auto& [k, v] : self.as_dict()) {
-        if (n == "items") out.push_back(Value::tuple({Value(k), v}));
-        if (n == "keys") out.emplace_back(k);
+        if (n == "items") out.push_back(Value::tuple({key_value(k), v}));
+        if (n == "keys") out.push_back(key_value(k));
         if (n == "values") out.push_back(v);
       }
       return Value::list(std::move(out));
@@ -208,7 +211,7 @@ Value::List iterate(const Value& v) {
     case Value::Kind::Dict: {
       if (v.is_namespace()) break;
       Value::List keys;
-      for (const auto& [k, x] : v.as_dict()) keys.emplace_back(k);
+      for (const auto& [k, x] : v.as_dict()) keys.push_back(key_value(k));
       return keys;
     }
     case Value::Kind::String: {
@@ -238,6 +241,9 @@ Value get_item(const Value& obj, const Value& key) {
     if (key.is_string()) {
       if (const Value* v = obj.find(key.as_string())) return *v;
       return method(obj, key.as_string());  // jinja2 falls back to the attribute: d['items']
+    }
+    if (key.kind() == Value::Kind::Int) {
+      if (const Value* v = obj.find(dict_key(key))) return *v;
     }
     return Value::undefined(key.repr());
   }
@@ -360,7 +366,7 @@ Value apply_filter(std::string_view name, const Value& v, Args& a) {
     if (v.is_undefined()) return Value::list();
     if (!v.is_dict()) fail("items: expected a mapping, got " + std::string(v.type_name()));
     Value::List out;
-    for (const auto& [k, x] : v.as_dict()) out.push_back(Value::tuple({Value(k), x}));
+    for (const auto& [k, x] : v.as_dict()) out.push_back(Value::tuple({key_value(k), x}));
     return Value::list(std::move(out));
   }
   if (name == "dictsort") {
@@ -370,7 +376,7 @@ Value apply_filter(std::string_view name, const Value& v, Args& a) {
     const bool by_value = by.is_string() && by.as_string() == "value";
     const bool rev = arg(a, 2, "reverse").truthy();
     Value::List out;
-    for (const auto& [k, x] : v.as_dict()) out.push_back(Value::tuple({Value(k), x}));
+    for (const auto& [k, x] : v.as_dict()) out.push_back(Value::tuple({key_value(k), x}));
     std::stable_sort(out.begin(), out.end(), [&](const Value& p, const Value& q) {
       const int c = compare_for_sort(p.as_list()[by_value], q.as_list()[by_value], case_sensitive);
       return rev ? c > 0 : c < 0;

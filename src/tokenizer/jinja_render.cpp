@@ -225,7 +225,9 @@ class Renderer {
       if (!v.is_string()) fail("'in <string>' requires string as left operand, not " + std::string(v.type_name()), line);
       return seq.as_string().find(v.as_string()) != std::string::npos;
     }
-    if (seq.is_dict() && !seq.is_namespace()) return v.is_string() && seq.find(v.as_string()) != nullptr;
+    if (seq.is_dict() && !seq.is_namespace()) {
+      return (v.is_string() || v.kind() == Value::Kind::Int) && seq.find(dict_key(v)) != nullptr;
+    }
     for (const Value& x : iterate(seq)) {
       if (x == v) return true;
     }
@@ -396,8 +398,7 @@ class Renderer {
         Value d = Value::dict();
         for (size_t i = 0; i + 1 < e.args.size(); i += 2) {
           const Value k = eval(*e.args[i], frame);
-          if (!k.is_string()) fail("dict keys must be strings here, not " + std::string(k.type_name()), e.line);
-          d.set(k.as_string(), eval(*e.args[i + 1], frame));
+          d.set(dict_key(k), eval(*e.args[i + 1], frame));
         }
         return d;
       }

@@ -140,7 +140,7 @@ void to_json(const Value& v, int indent, int depth, std::string_view item_sep,
       for (size_t i = 0; i < items.size(); ++i) {
         if (i > 0) out += item_sep;
         if (indent >= 0) newline(depth + 1);
-        out += json_string(items[i].first);
+        out += json_string(key_value(items[i].first).str());  // json.dumps writes int keys as strings
         out += key_sep;
         to_json(items[i].second, indent, depth + 1, item_sep, key_sep, out);
       }
@@ -264,7 +264,7 @@ std::string Value::repr() const {
       if (is_ns_) return "<Namespace>";
       std::string out = "{";
       for (size_t i = 0; i < dict_->size(); ++i) {
-        out += (i ? ", " : "") + string_repr((*dict_)[i].first) + ": " + (*dict_)[i].second.repr();
+        out += (i ? ", " : "") + key_value((*dict_)[i].first).repr() + ": " + (*dict_)[i].second.repr();
       }
       return out + "}";
     }
@@ -321,6 +321,21 @@ bool operator==(const Value& a, const Value& b) {
     case Value::Kind::Function: return a.fn_ == b.fn_;
     default: return false;
   }
+}
+
+std::string dict_key(const Value& key) {
+  if (key.is_string()) return key.as_string();
+  if (key.kind() == Value::Kind::Int) {
+    std::string stored(1, '\x01');
+    stored += std::to_string(key.as_int());
+    return stored;
+  }
+  throw Error("jinja: dict keys must be strings or integers here, not " + std::string(key.type_name()));
+}
+
+Value key_value(const std::string& stored) {
+  if (!stored.empty() && stored[0] == '\x01') return Value(static_cast<int64_t>(std::stoll(stored.substr(1))));
+  return Value(stored);
 }
 
 int compare(const Value& a, const Value& b) {

@@ -96,6 +96,12 @@ class Value {
   std::shared_ptr<Function> fn_;
 };
 
+// Dict keys are strings; an integer key ({0: 'a'}, as templates write lookup tables) is kept as
+// "\x01" and its decimal digits. dict_key: a key's stored form (Error for other kinds of key);
+// key_value: the key as the template sees it.
+std::string dict_key(const Value& key);
+Value key_value(const std::string& stored);
+
 // Python's ordering of two numbers or two strings (-1, 0, 1); throws Error for other pairs.
 int compare(const Value& a, const Value& b);
 

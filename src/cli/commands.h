@@ -21,6 +21,8 @@ int cmd_bench(int argc, char** argv);
 int cmd_quantize(int argc, char** argv);
 // squeeze sparsify: activation-sparsity thresholds (cli/sparsify.cpp)
 int cmd_sparsify(int argc, char** argv);
+// squeeze prune-prefill: the layer order POP skips in prefill (cli/prune_prefill.cpp)
+int cmd_prune_prefill(int argc, char** argv);
 // squeeze serve: the OpenAI-compatible HTTP server.
 int cmd_serve(int argc, char** argv);
 

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -10,6 +11,7 @@
 
 #include "core/error.h"
 #include "core/thread_pool.h"
+#include "sparsity/prefill_plan.h"
 
 namespace squeeze::cli {
 
@@ -48,6 +50,27 @@ void ModelOptions::add_to(CLI::App& app) {
   app.add_option("-t,--threads", threads, "threads (default: all cores)")
       ->check(CLI::Range(0, 1024));
   add_act_sparsity_option(app, act_sparsity);
+  add_prefill_skip_option(app, prefill_skip);
+}
+
+void add_prefill_skip_option(CLI::App& app, std::string& spec) {
+  app.add_option("--prefill-skip", spec,
+                 "prefill-only layer skipping (POP, docs/POP.md): layers (0-based ranges, e.g. "
+                 "20-27,29) that prompt tokens but the last pass by writing their K and V only; "
+                 "or auto:R, the first fraction R of the layer order calibrated by squeeze "
+                 "prune-prefill. Decode runs every layer");
+}
+
+void enable_prefill_skip(const model::Model& m, const std::string& spec, model::Context& ctx) {
+  if (spec.empty()) return;
+  const int64_t n_layer = m.hparams().n_layer;
+  std::vector<uint8_t> set = sparsity::parse_prefill_skip(
+      spec, n_layer, sparsity::PrefillPlan::read(m.file(), n_layer));
+  const auto k = std::count(set.begin(), set.end(), 1);
+  std::fprintf(stderr, "prefill-skip: layers %s (%lld of %lld) write only K and V for prompt "
+               "tokens but the last\n", sparsity::prefill_skip_text(set).c_str(),
+               static_cast<long long>(k), static_cast<long long>(n_layer));
+  ctx.set_prefill_skip(std::move(set));
 }
 
 void add_act_sparsity_option(CLI::App& app, ActSparsityOptions& o) {

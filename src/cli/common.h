@@ -43,9 +43,16 @@ struct ModelOptions {
   int64_t n_ctx = 2048;
   int threads = 0;  // 0: all hardware threads
   ActSparsityOptions act_sparsity;
+  std::string prefill_skip;  // --prefill-skip (sparsity/prefill_plan.h)
   void add_to(CLI::App& app);
   int resolved_threads() const;
 };
+
+// Adds --prefill-skip to a command.
+void add_prefill_skip_option(CLI::App& app, std::string& spec);
+// Sets ctx's prefill skip set from --prefill-skip (nothing when empty), with one line on stderr
+// saying which layers. Throws UsageError for a bad set.
+void enable_prefill_skip(const model::Model& m, const std::string& spec, model::Context& ctx);
 
 // Adds --act-sparsity and --head-sparsity to a command.
 void add_act_sparsity_option(CLI::App& app, ActSparsityOptions& o);

@@ -24,12 +24,13 @@ constexpr Command kCommands[] = {
     {"bench", squeeze::cli::cmd_bench, "prompt and generation speed, GB/s and GFLOP/s"},
     {"quantize", squeeze::cli::cmd_quantize, "quantize a model (RTN, GPTQ; llama.cpp or squeeze types)"},
     {"sparsify", squeeze::cli::cmd_sparsify, "calibrate activation-sparsity thresholds (TEAL, CATS)"},
+    {"prune-prefill", squeeze::cli::cmd_prune_prefill, "calibrate the layers POP skips in prefill"},
 };
 
 void usage(std::ostream& os) {
   os << "squeeze - run and compress LLMs on CPUs\n\nusage: squeeze COMMAND [options]\n\n"
         "commands:\n";
-  for (const Command& c : kCommands) os << "  " << c.name << std::string(12 - c.name.size(), ' ') << c.help << "\n";
+  for (const Command& c : kCommands) os << "  " << c.name << std::string(c.name.size() < 15 ? 15 - c.name.size() : 1, ' ') << c.help << "\n";
   os << "\n`squeeze COMMAND --help` shows a command's options.\n"
         "SQUEEZE_ISA=scalar|avx2|avx512|amx forces the kernel path (default: the best this CPU\n"
         "has; avx512 needs AVX-512 F/BW/VL/VNNI, amx also AMX-TILE/INT8/BF16 and the kernel's\n"

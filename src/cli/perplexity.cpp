@@ -77,7 +77,12 @@ int cmd_perplexity(int argc, char** argv) {
   std::string text_path, save_path, kld_path;
   int64_t n_chunks = -1;
   int64_t n_batch = 0;
+  bool prefill_split = false;
   mo.add_to(app);
+  app.add_flag("--prefill-split", prefill_split,
+               "POP's protocol, with --prefill-skip: each chunk's first half (up to the first "
+               "scored position) is the prompt, prefilled with the skip set; the rest runs "
+               "every layer through the KV cache that prefill left and is scored as usual");
   app.add_option("-f,--file", text_path, "text file to evaluate")->required();
   app.add_option("--chunks", n_chunks, "evaluate at most N chunks of --ctx tokens (default: all)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
@@ -104,6 +109,12 @@ int cmd_perplexity(int argc, char** argv) {
     ThreadPool pool(mo.resolved_threads());
     model::Context ctx(*model, mo.n_ctx, pool, n_batch > 0 ? n_batch : mo.n_ctx);
     const auto sparsity = enable_act_sparsity(*model, mo.act_sparsity, ctx, pool);
+    if (prefill_split != !mo.prefill_skip.empty()) {
+      throw UsageError(prefill_split ? "--prefill-split needs --prefill-skip"
+                                     : "perplexity with --prefill-skip needs --prefill-split "
+                                       "(the pruned prompt is each chunk's first half)");
+    }
+    enable_prefill_skip(*model, mo.prefill_skip, ctx);
 
     const Timer tok_timer;
     const std::vector<int32_t> tokens =
@@ -153,6 +164,12 @@ int cmd_perplexity(int argc, char** argv) {
 
     if (r.kld) {
       print_kld(*r.kld);
+      if (prefill_split) {
+        std::printf("%-18s %10.3f %%  (the first scored position of each chunk: the token "
+                    "after the prompt)\n", "First-token top-1",
+                    100.0 * static_cast<double>(r.first_same_top) /
+                        static_cast<double>(plan.n_chunks));
+      }
     } else {
       std::printf("PPL = %.4f +/- %.5f\n", r.nll.ppl(), r.nll.ppl_error());
     }

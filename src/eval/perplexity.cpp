@@ -105,6 +105,7 @@ PerplexityResult run_perplexity(model::Context& ctx, ThreadPool& pool,
       res.nll.add(nll[j]);
       if (opt.base != nullptr) kld.add(cmp[j]);
     }
+    if (opt.base != nullptr && n_scored > 0) res.first_same_top += cmp[0].same_top;
     if (opt.save != nullptr) opt.save->write_chunk(static_cast<uint32_t>(c), rows);
     if (opt.progress) opt.progress(c + 1, plan.n_chunks, res.nll.ppl(), kld.mean_kld(), kld.top1());
   }

@@ -68,6 +68,7 @@ struct PerplexityResult {
   ChunkPlan plan;
   NllStats nll;
   std::optional<KldReport> kld;  // with options.base
+  int64_t first_same_top = 0;    // with options.base: chunks whose first scored row has the base's top-1
   double seconds = 0.0;          // evaluating the chunks
 };
 

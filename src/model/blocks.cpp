@@ -165,7 +165,10 @@ void add_rows(const LayerPass& p, float* x, const float* y) {
   for (int64_t i = 0; i < p.n * p.hp.n_embd; ++i) x[i] += y[i];
 }
 
-void rope_qk(const LayerPass& p, const ChunkLayout& b) {
+namespace {
+
+// RoPE on the chunk's rows of s.k, and of s.q when with_q, at the layout's positions.
+void rope_rows(const LayerPass& p, const ChunkLayout& b, bool with_q) {
   const HParams& hp = p.hp;
   ForwardScratch& s = p.s;
   const int64_t n_q = hp.n_head * hp.head_dim;
@@ -183,21 +186,57 @@ void rope_qk(const LayerPass& p, const ChunkLayout& b) {
   }
   for (int64_t t = 0; t < p.n; ++t) {
     const float* cs = a.cs.data() + t * hp.n_rot;
-    rope.rotate(s.q.data() + t * n_q, static_cast<int>(hp.n_head), static_cast<int>(hp.head_dim),
-                cs);
+    if (with_q) {
+      rope.rotate(s.q.data() + t * n_q, static_cast<int>(hp.n_head),
+                  static_cast<int>(hp.head_dim), cs);
+    }
     rope.rotate(s.k.data() + t * n_kv, static_cast<int>(hp.n_head_kv),
                 static_cast<int>(hp.head_dim), cs);
   }
-  p.emit(names::kQ, s.q.data(), n_q);
+}
+
+// Every run's K and V rows into its cells of kv's layer.
+void store_kv(const LayerPass& p, kv::KvCache& kv, const ChunkLayout& b) {
+  const int64_t n_kv = p.hp.n_head_kv * p.hp.head_dim;
+  for (const SeqRun& r : b.runs) {
+    for (size_t i = 0; i < r.rows.size(); ++i) {
+      const int64_t row = r.rows[i];
+      kv.store(p.il, r.cells[r.pos0 + i], p.s.k.data() + row * n_kv, p.s.v.data() + row * n_kv);
+    }
+  }
+}
+
+}  // namespace
+
+void rope_qk(const LayerPass& p, const ChunkLayout& b) {
+  rope_rows(p, b, true);
+  p.emit(names::kQ, p.s.q.data(), p.hp.n_head * p.hp.head_dim);
+  p.emit(names::kK, p.s.k.data(), p.hp.n_head_kv * p.hp.head_dim);
+  p.emit(names::kV, p.s.v.data(), p.hp.n_head_kv * p.hp.head_dim);
+}
+
+void write_kv_only(const LayerPass& p, kv::KvCache& kv, const ChunkLayout& b) {
+  const HParams& hp = p.hp;
+  ForwardScratch& s = p.s;
+  const int64_t n_kv = hp.n_head_kv * hp.head_dim;
+  rms_norm_rows(p, s.x.data(), p.L.attn_norm, s.xn.data());
+  p.emit(names::kAttnNorm, s.xn.data(), hp.n_embd);
+  ops::matmul({{&p.L.wk, s.k.data(), n_kv}, {&p.L.wv, s.v.data(), n_kv}}, s.xn.data(), p.n,
+              hp.n_embd, p.pool, s.mm);
+  for (const ops::WeightView* w : {&p.L.wk, &p.L.wv}) p.count(dense_bytes(*w), dense_bytes(*w));
+  if (p.L.bk != nullptr) add_bias_rows(p, s.k.data(), p.L.bk, n_kv);
+  if (p.L.bv != nullptr) add_bias_rows(p, s.v.data(), p.L.bv, n_kv);
+  if (p.L.attn_k_norm != nullptr) rms_norm_heads(p, s.k.data(), hp.n_head_kv, p.L.attn_k_norm);
+  rope_rows(p, b, false);
   p.emit(names::kK, s.k.data(), n_kv);
   p.emit(names::kV, s.v.data(), n_kv);
+  store_kv(p, kv, b);
 }
 
 void attend(const LayerPass& p, kv::KvCache& kv, const ChunkLayout& b) {
   const HParams& hp = p.hp;
   ForwardScratch& s = p.s;
   const int64_t n_q = hp.n_head * hp.head_dim;
-  const int64_t n_kv = hp.n_head_kv * hp.head_dim;
   const float scale = hp.attn_scale > 0 ? hp.attn_scale : 1.0f / std::sqrt(static_cast<float>(hp.head_dim));
   if (hp.scale_q_first) {
     for (const SeqRun& r : b.runs) {
@@ -212,12 +251,9 @@ void attend(const LayerPass& p, kv::KvCache& kv, const ChunkLayout& b) {
                                   hp.is_swa(p.il) ? hp.n_swa : 0};
   // Every run's new K and V first; then the runs of one token (decodes) in one pass over all
   // their (sequence, head) pairs, and each longer run (a prompt chunk) on its own.
+  store_kv(p, kv, b);
   s.decode_queries.clear();
   for (const SeqRun& r : b.runs) {
-    for (size_t i = 0; i < r.rows.size(); ++i) {
-      const int64_t row = r.rows[i];
-      kv.store(p.il, r.cells[r.pos0 + i], s.k.data() + row * n_kv, s.v.data() + row * n_kv);
-    }
     if (r.rows.size() == 1) {
       const int64_t row = r.rows.front();
       s.decode_queries.push_back(

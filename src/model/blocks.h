@@ -85,6 +85,10 @@ void gated_act(const HParams& hp, const float* gate, const float* up, int64_t n,
 void add_rows(const LayerPass& p, float* x, const float* y);
 // RoPE on s.q and s.k at the layout's positions (angles cached in s for the chunk); emits q, k, v.
 void rope_qk(const LayerPass& p, const ChunkLayout& b);
+// A layer skipped in prefill (POP): the attention norm of s.x, the K and V projections (their
+// biases, the K head norm), RoPE on K, stored into kv's layer as attend() would; s.x unchanged.
+// The same steps as every architecture's attention block (norm, qkv, head norms, RoPE).
+void write_kv_only(const LayerPass& p, kv::KvCache& kv, const ChunkLayout& b);
 // Per sequence of the layout: its K and V into its cells of kv's layer, then attention of its
 // queries over them into s.attn (interleaved sequences gathered and scattered); emits kqv_out.
 void attend(const LayerPass& p, kv::KvCache& kv, const ChunkLayout& b);

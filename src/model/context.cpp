@@ -94,45 +94,82 @@ std::span<const float> Context::decode_batch(const Batch& b) {
   }
   for (int64_t sq = 0; sq < n_seq(); ++sq) kv_.prepare(sq, next[sq] - n_past(sq));
   logits_.resize(static_cast<size_t>(n_logits * n_vocab));
+  // With a prefill skip set, a sequence's tokens before its first token with logits wanted are
+  // its prompt's: they run first, through the kept layers only (the skipped ones write their K
+  // and V); the rest run through every layer. Each sequence keeps its order.
+  std::vector<int32_t>& pruned = phase_rows_[0];
+  std::vector<int32_t>& full = phase_rows_[1];
+  pruned.clear();
+  full.clear();
+  std::vector<uint8_t> seen_logits(static_cast<size_t>(n_seq()), prefill_skip_.empty() ? 1 : 0);
+  for (int64_t t = 0; t < n; ++t) {
+    uint8_t& seen = seen_logits[static_cast<size_t>(b.seq[t])];
+    seen |= b.logits[t];
+    (seen ? full : pruned).push_back(static_cast<int32_t>(t));
+  }
   float* out = logits_.data();
+  run_rows(b, pruned, true, out);
+  run_rows(b, full, false, out);
+  return logits_;
+}
+
+void Context::run_rows(const Batch& b, std::span<const int32_t> idx, bool pruned, float*& out) {
+  const int64_t n_vocab = model_.hparams().n_vocab;
+  const int64_t n = static_cast<int64_t>(idx.size());
   std::vector<int32_t> rows;
   for (int64_t i0 = 0; i0 < n; i0 += s_.n_batch) {
     const int64_t len = std::min(s_.n_batch, n - i0);
+    chunk_pos_.resize(static_cast<size_t>(len));
+    chunk_tokens_.resize(static_cast<size_t>(len));
     ChunkLayout layout;
     layout.n = len;
-    layout.pos = std::span<const int32_t>(b.pos).subspan(static_cast<size_t>(i0), static_cast<size_t>(len));
     rows.clear();
     for (int64_t r = 0; r < len; ++r) {
-      const int32_t sq = b.seq[i0 + r];
+      const int32_t t = idx[static_cast<size_t>(i0 + r)];
+      chunk_pos_[r] = b.pos[t];
+      chunk_tokens_[r] = b.token[t];
+      const int32_t sq = b.seq[t];
       auto run = std::find_if(layout.runs.begin(), layout.runs.end(),
                               [&](const SeqRun& x) { return x.seq == sq; });
       if (run == layout.runs.end()) {
-        layout.runs.push_back({sq, b.pos[i0 + r], {}, {}});
+        layout.runs.push_back({sq, b.pos[t], {}, {}});
         run = layout.runs.end() - 1;
       }
       run->rows.push_back(static_cast<int32_t>(r));
-      if (b.logits[i0 + r]) rows.push_back(static_cast<int32_t>(r));
+      if (b.logits[t]) rows.push_back(static_cast<int32_t>(r));
     }
+    layout.pos = chunk_pos_;
     for (SeqRun& run : layout.runs) {
       std::vector<int32_t>& cells = cells_[static_cast<size_t>(run.seq)];
       kv_.cells(run.seq, run.pos0 + static_cast<int64_t>(run.rows.size()), cells);
       run.cells = cells;
     }
     ForwardArgs args;
-    args.tokens = std::span<const int32_t>(b.token).subspan(static_cast<size_t>(i0), static_cast<size_t>(len));
+    args.tokens = chunk_tokens_;
     args.layout = &layout;
     args.logits = rows.empty() ? nullptr : out;
     args.logit_rows = rows;
     args.callback = &callback_;
+    if (pruned) args.skip_layers = prefill_skip_;
     forward(model_, kv_, s_, pool_, args);
     for (const SeqRun& r : layout.runs) {
       run_tokens_.clear();
-      for (const int32_t row : r.rows) run_tokens_.push_back(b.token[i0 + row]);
+      for (const int32_t row : r.rows) run_tokens_.push_back(chunk_tokens_[row]);
       kv_.commit(r.seq, run_tokens_);
     }
     out += static_cast<int64_t>(rows.size()) * n_vocab;
   }
-  return logits_;
 }
+
+void Context::set_prefill_skip(std::vector<uint8_t> layers) {
+  const int64_t n_layer = model_.hparams().n_layer;
+  if (!layers.empty() && static_cast<int64_t>(layers.size()) != n_layer) {
+    throw UsageError("a prefill skip set has " + std::to_string(layers.size()) +
+                     " entries for " + std::to_string(n_layer) + " layers");
+  }
+  if (std::none_of(layers.begin(), layers.end(), [](uint8_t v) { return v != 0; })) layers.clear();
+  prefill_skip_ = std::move(layers);
+}
+
 
 }  // namespace squeeze::model

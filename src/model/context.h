@@ -66,10 +66,21 @@ class Context {
   const ActSparsity* act_sparsity() const { return s_.sparsity; }
   const SparsityCounters& sparsity_counters() const { return s_.counters; }
   void reset_sparsity_counters() { s_.counters.reset(); }
+  // Prefill-only layer skipping (POP, docs/POP.md): layers[il] != 0 marks layer il skipped
+  // (one entry per layer; empty or all zero: none). From now on a sequence's tokens before its
+  // first token with logits wanted in a batch (a prompt but for its last token) pass a skipped
+  // layer by writing its K and V only (attention norm, K/V projections, RoPE) and leave the
+  // residual stream unchanged; tokens with logits, and those after them, run every layer.
+  // Throws UsageError for a wrong length.
+  void set_prefill_skip(std::vector<uint8_t> layers);
+  std::span<const uint8_t> prefill_skip() const { return prefill_skip_; }
   const Model& model() const { return model_; }
   size_t kv_bytes() const { return kv_.bytes(); }
 
  private:
+  // Runs the batch's tokens idx (ascending) in chunks, pruned (the skip set) or not, appending
+  // the logits of those that want them at out.
+  void run_rows(const Batch& b, std::span<const int32_t> idx, bool pruned, float*& out);
 
   const Model& model_;
   ThreadPool& pool_;
@@ -80,6 +91,9 @@ class Context {
   std::vector<std::vector<int32_t>> cells_;  // per sequence, its cells for a chunk (SeqRun::cells)
   std::vector<int32_t> run_tokens_;          // a run's tokens, committed after its chunk
   TensorCallback callback_;
+  std::vector<uint8_t> prefill_skip_;
+  std::vector<int32_t> phase_rows_[2];  // a batch's pruned and full tokens (decode_batch)
+  std::vector<int32_t> chunk_pos_, chunk_tokens_;  // a chunk's positions and tokens (run_rows)
 };
 
 }  // namespace squeeze::model

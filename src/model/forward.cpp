@@ -64,7 +64,11 @@ void forward(const Model& m, kv::KvCache& kv, ForwardScratch& s, ThreadPool& poo
   embed(m, a.tokens, x);
   if (a.callback != nullptr && *a.callback) (*a.callback)(names::kInpEmbd, -1, x, n, hp.n_embd);
   for (int64_t il = 0; il < hp.n_layer; ++il) {
-    m.arch().forward_layer(m, il, kv, s, pool, *a.layout, a.callback);
+    if (!a.skip_layers.empty() && a.skip_layers[il] != 0) {
+      write_kv_only(LayerPass(m, il, n, s, pool, a.callback), kv, *a.layout);
+    } else {
+      m.arch().forward_layer(m, il, kv, s, pool, *a.layout, a.callback);
+    }
   }
   // The output head: only the rows whose logits are wanted.
   if (a.logits == nullptr || a.logit_rows.empty()) return;

@@ -84,10 +84,12 @@ struct ForwardArgs {
   float* logits = nullptr;          // [logit_rows.size(), n_vocab]; nullptr: no head
   std::span<const int32_t> logit_rows;  // rows of the chunk whose logits are wanted, ascending
   const TensorCallback* callback = nullptr;
+  // [n_layer] or empty: layers run KV-only (write_kv_only: POP's prefill skipping) where != 0.
+  std::span<const uint8_t> skip_layers;
 };
 
 // The forward pass of one chunk: embeds the tokens, runs every layer (writing their K and V
-// into kv) and, for the rows asked for, the output head.
+// into kv; a skipped layer only those) and, for the rows asked for, the output head.
 void forward(const Model& m, kv::KvCache& kv, ForwardScratch& s, ThreadPool& pool,
              const ForwardArgs& args);
 

@@ -1,0 +1,125 @@
+#include "sparsity/prefill_plan.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+
+#include "core/error.h"
+
+namespace squeeze::sparsity {
+
+namespace {
+
+constexpr std::string_view kPrefix = "squeeze.pop.";
+constexpr const char* kScore = "squeeze.pop.score";
+constexpr const char* kOrder = "squeeze.pop.layer_order";
+constexpr const char* kScores = "squeeze.pop.layer_scores";
+constexpr const char* kCalibFile = "squeeze.pop.calib.file";
+constexpr const char* kCalibChunks = "squeeze.pop.calib.chunks";
+constexpr const char* kCalibCtx = "squeeze.pop.calib.ctx";
+
+int64_t parse_int(std::string_view s, std::string_view spec) {
+  int64_t v = 0;
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (s.empty() || ec != std::errc() || end != s.data() + s.size()) {
+    throw UsageError("--prefill-skip '" + std::string(spec) + "': '" + std::string(s) +
+                     "' is not a layer number");
+  }
+  return v;
+}
+
+}  // namespace
+
+bool PrefillPlan::is_key(std::string_view key) { return key.substr(0, kPrefix.size()) == kPrefix; }
+
+void PrefillPlan::write(gguf::Writer& w) const {
+  w.add_string(kScore, score);
+  w.add_int32_array(kOrder, order);
+  w.add_float32_array(kScores, scores);
+  w.add_string(kCalibFile, calib_file);
+  w.add_uint32(kCalibChunks, static_cast<uint32_t>(calib_chunks));
+  w.add_uint32(kCalibCtx, static_cast<uint32_t>(calib_ctx));
+}
+
+PrefillPlan PrefillPlan::read(const gguf::File& f, int64_t n_layer) {
+  PrefillPlan p;
+  const auto score = f.get_string(kScore);
+  if (!score) return p;
+  auto bad = [&](const std::string& why) {
+    return FormatError(f.path() + ": prefill skip plan (" + kOrder + "): " + why);
+  };
+  p.score = std::string(*score);
+  const std::vector<int64_t> order = f.get_int_array(kOrder);
+  p.scores = f.get_float_array(kScores);
+  if (static_cast<int64_t>(order.size()) != n_layer || static_cast<int64_t>(p.scores.size()) != n_layer) {
+    throw bad("expected " + std::to_string(n_layer) + " layers");
+  }
+  std::vector<uint8_t> seen(static_cast<size_t>(n_layer), 0);
+  for (const int64_t il : order) {
+    if (il < 0 || il >= n_layer || seen[il]++) throw bad("not a permutation of the layers");
+    p.order.push_back(static_cast<int32_t>(il));
+  }
+  p.calib_file = std::string(f.get_string(kCalibFile).value_or(""));
+  p.calib_chunks = f.get_int(kCalibChunks).value_or(0);
+  p.calib_ctx = f.get_int(kCalibCtx).value_or(0);
+  return p;
+}
+
+std::vector<uint8_t> parse_prefill_skip(std::string_view spec, int64_t n_layer,
+                                        const PrefillPlan& plan) {
+  std::vector<uint8_t> set(static_cast<size_t>(n_layer), 0);
+  if (spec.empty() || spec == "none") return {};
+  if (spec.substr(0, 5) == "auto:") {
+    const std::string r(spec.substr(5));
+    double frac = -1;
+    const auto [end, ec] = std::from_chars(r.data(), r.data() + r.size(), frac);
+    if (r.empty() || ec != std::errc() || end != r.data() + r.size() || !(frac >= 0 && frac <= 1)) {
+      throw UsageError("--prefill-skip '" + std::string(spec) + "': R must be a fraction in 0..1");
+    }
+    if (plan.order.empty()) {
+      throw UsageError("--prefill-skip auto needs a model calibrated by `squeeze prune-prefill` "
+                       "(this file has no squeeze.pop.layer_order); or give layers, e.g. 20-27");
+    }
+    const auto k = static_cast<int64_t>(std::lround(frac * static_cast<double>(n_layer)));
+    for (int64_t i = 0; i < k; ++i) set[plan.order[i]] = 1;
+    return set;
+  }
+  size_t start = 0;
+  while (start <= spec.size()) {
+    const size_t comma = std::min(spec.find(',', start), spec.size());
+    const std::string_view item = spec.substr(start, comma - start);
+    const size_t dash = item.find('-');
+    const int64_t a = parse_int(item.substr(0, dash), spec);
+    const int64_t b = dash == std::string_view::npos ? a : parse_int(item.substr(dash + 1), spec);
+    if (a < 0 || b >= n_layer || a > b) {
+      throw UsageError("--prefill-skip '" + std::string(spec) + "': '" + std::string(item) +
+                       "' is not a range of layers 0.." + std::to_string(n_layer - 1));
+    }
+    for (int64_t il = a; il <= b; ++il) set[il] = 1;
+    start = comma + 1;
+  }
+  return set;
+}
+
+std::string prefill_skip_text(const std::vector<uint8_t>& set) {
+  std::string out;
+  const auto n = static_cast<int64_t>(set.size());
+  for (int64_t il = 0; il < n;) {
+    if (set[il] == 0) {
+      ++il;
+      continue;
+    }
+    int64_t end = il;
+    while (end + 1 < n && set[end + 1] != 0) ++end;
+    if (!out.empty()) out += ',';
+    out += std::to_string(il);
+    if (end > il) {
+      out += '-';
+      out += std::to_string(end);
+    }
+    il = end + 1;
+  }
+  return out.empty() ? "none" : out;
+}
+
+}  // namespace squeeze::sparsity

@@ -93,8 +93,8 @@ int cmd_bench(int argc, char** argv) {
   app.add_option("--seed", bo.seed, "seed of the random token ids")->capture_default_str();
   ActSparsityOptions act_sparsity;
   add_act_sparsity_option(app, act_sparsity);
-  std::string prefill_skip;
-  add_prefill_skip_option(app, prefill_skip);
+  PrefillOptions prefill;
+  add_prefill_options(app, prefill);
   app.add_flag("--no-warmup", no_warmup, "skip the warm-up run before each test");
   app.add_flag("--json", as_json, "print one JSON object (fields: docs/BENCHMARKS.md)");
   app.add_flag("--machine", machine,
@@ -131,7 +131,7 @@ int cmd_bench(int argc, char** argv) {
     ThreadPool pool(n_threads);
     model::Context ctx(*model, n_ctx, pool, n_batch, eval::bench_n_seq(tests));
     const auto sparsity = enable_act_sparsity(*model, act_sparsity, ctx, pool);
-    enable_prefill_skip(*model, prefill_skip, ctx);
+    enable_prefill_pruning(*model, prefill, ctx);
     eval::BenchReport rep =
         eval::make_report(*model, path, pool.size(), std::min(n_batch, n_ctx), n_ctx, bo.reps);
     rep.roof = find_roof(roof_gbs, roof_gflops, machine_file, n_threads, rep.weights_format);

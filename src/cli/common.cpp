@@ -50,27 +50,49 @@ void ModelOptions::add_to(CLI::App& app) {
   app.add_option("-t,--threads", threads, "threads (default: all cores)")
       ->check(CLI::Range(0, 1024));
   add_act_sparsity_option(app, act_sparsity);
-  add_prefill_skip_option(app, prefill_skip);
+  add_prefill_options(app, prefill);
 }
 
-void add_prefill_skip_option(CLI::App& app, std::string& spec) {
-  app.add_option("--prefill-skip", spec,
+void add_prefill_options(CLI::App& app, PrefillOptions& o) {
+  app.add_option("--prefill-skip", o.skip,
                  "prefill-only layer skipping (POP, docs/POP.md): layers (0-based ranges, e.g. "
                  "20-27,29) that prompt tokens but the last pass by writing their K and V only; "
                  "or auto:R, the first fraction R of the layer order calibrated by squeeze "
                  "prune-prefill. Decode runs every layer");
+  app.add_option("--prefill-heads", o.heads,
+                 "dynamic head pruning in prefill: per --head-chunk prompt positions and layer, "
+                 "keep this fraction (0..1] of the query heads scoring highest by --head-score; "
+                 "the others add nothing for that chunk (decode and the last prompt token run "
+                 "every head)")
+      ->check(CLI::Range(0.0, 1.0));
+  app.add_option("--head-chunk", o.head_chunk, "prompt positions per head-pruning decision")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
+  app.add_option("--head-score", o.head_score,
+                 "head score: qk (query-key cosine), entropy (1 - attention entropy), vnorm "
+                 "(attention-weighted |v|_1, VATP), a2sf (decayed accumulated attention)")
+      ->capture_default_str();
 }
 
-void enable_prefill_skip(const model::Model& m, const std::string& spec, model::Context& ctx) {
-  if (spec.empty()) return;
+void enable_prefill_pruning(const model::Model& m, const PrefillOptions& o, model::Context& ctx) {
   const int64_t n_layer = m.hparams().n_layer;
-  std::vector<uint8_t> set = sparsity::parse_prefill_skip(
-      spec, n_layer, sparsity::PrefillPlan::read(m.file(), n_layer));
-  const auto k = std::count(set.begin(), set.end(), 1);
-  std::fprintf(stderr, "prefill-skip: layers %s (%lld of %lld) write only K and V for prompt "
-               "tokens but the last\n", sparsity::prefill_skip_text(set).c_str(),
-               static_cast<long long>(k), static_cast<long long>(n_layer));
-  ctx.set_prefill_skip(std::move(set));
+  const ops::HeadScore score = ops::parse_head_score(o.head_score);
+  if (!o.skip.empty()) {
+    std::vector<uint8_t> set = sparsity::parse_prefill_skip(
+        o.skip, n_layer, sparsity::PrefillPlan::read(m.file(), n_layer));
+    const auto k = std::count(set.begin(), set.end(), 1);
+    std::fprintf(stderr, "prefill-skip: layers %s (%lld of %lld) write only K and V for prompt "
+                 "tokens but the last\n", sparsity::prefill_skip_text(set).c_str(),
+                 static_cast<long long>(k), static_cast<long long>(n_layer));
+    ctx.set_prefill_skip(std::move(set));
+  }
+  if (o.heads) {
+    if (*o.heads <= 0) throw UsageError("--prefill-heads must be above 0");
+    ctx.set_prefill_heads(model::HeadPruning{*o.heads, o.head_chunk, score});
+    std::fprintf(stderr, "prefill-heads: %.2f of the heads per %lld prompt positions by %s\n",
+                 *o.heads, static_cast<long long>(o.head_chunk),
+                 std::string(ops::head_score_name(score)).c_str());
+  }
 }
 
 void add_act_sparsity_option(CLI::App& app, ActSparsityOptions& o) {

@@ -37,22 +37,32 @@ struct ActSparsityOptions {
   std::optional<double> head;   // the output head's (TEAL tables only)
 };
 
+// Prefill-only pruning (docs/POP.md): --prefill-skip (sparsity/prefill_plan.h), and head
+// pruning --prefill-heads F with --head-chunk and --head-score (model::HeadPruning).
+struct PrefillOptions {
+  std::string skip;
+  std::optional<double> heads;
+  int64_t head_chunk = 256;
+  std::string head_score = "vnorm";
+  bool any() const { return !skip.empty() || heads.has_value(); }
+};
+
 // Options every model-running command takes.
 struct ModelOptions {
   std::string model;
   int64_t n_ctx = 2048;
   int threads = 0;  // 0: all hardware threads
   ActSparsityOptions act_sparsity;
-  std::string prefill_skip;  // --prefill-skip (sparsity/prefill_plan.h)
+  PrefillOptions prefill;
   void add_to(CLI::App& app);
   int resolved_threads() const;
 };
 
-// Adds --prefill-skip to a command.
-void add_prefill_skip_option(CLI::App& app, std::string& spec);
-// Sets ctx's prefill skip set from --prefill-skip (nothing when empty), with one line on stderr
-// saying which layers. Throws UsageError for a bad set.
-void enable_prefill_skip(const model::Model& m, const std::string& spec, model::Context& ctx);
+// Adds --prefill-skip, --prefill-heads, --head-chunk and --head-score to a command.
+void add_prefill_options(CLI::App& app, PrefillOptions& o);
+// Sets ctx's prefill skip set and head pruning from the options (nothing when not given), with
+// a line on stderr for each. Throws UsageError for a bad set or score.
+void enable_prefill_pruning(const model::Model& m, const PrefillOptions& o, model::Context& ctx);
 
 // Adds --act-sparsity and --head-sparsity to a command.
 void add_act_sparsity_option(CLI::App& app, ActSparsityOptions& o);

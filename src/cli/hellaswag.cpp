@@ -122,7 +122,7 @@ int cmd_hellaswag(int argc, char** argv) {
     const auto n_kv = static_cast<int64_t>(longest);
     model::Context ctx(*model, n_kv, pool, n_kv);
     const auto sparsity = enable_act_sparsity(*model, mo.act_sparsity, ctx, pool);
-    enable_prefill_skip(*model, mo.prefill_skip, ctx);
+    enable_prefill_pruning(*model, mo.prefill, ctx);
 
     std::fprintf(stderr, "%s: %zu tasks, %zu %s; tokenized in %.2f s (longest sequence %zu "
                  "tokens); %d threads\n", path.c_str(), tasks.size(), n,

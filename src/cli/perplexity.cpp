@@ -80,7 +80,7 @@ int cmd_perplexity(int argc, char** argv) {
   bool prefill_split = false;
   mo.add_to(app);
   app.add_flag("--prefill-split", prefill_split,
-               "POP's protocol, with --prefill-skip: each chunk's first half (up to the first "
+               "POP's protocol, with --prefill-skip or --prefill-heads: each chunk's first half (up to the first "
                "scored position) is the prompt, prefilled with the skip set; the rest runs "
                "every layer through the KV cache that prefill left and is scored as usual");
   app.add_option("-f,--file", text_path, "text file to evaluate")->required();
@@ -109,12 +109,13 @@ int cmd_perplexity(int argc, char** argv) {
     ThreadPool pool(mo.resolved_threads());
     model::Context ctx(*model, mo.n_ctx, pool, n_batch > 0 ? n_batch : mo.n_ctx);
     const auto sparsity = enable_act_sparsity(*model, mo.act_sparsity, ctx, pool);
-    if (prefill_split != !mo.prefill_skip.empty()) {
-      throw UsageError(prefill_split ? "--prefill-split needs --prefill-skip"
-                                     : "perplexity with --prefill-skip needs --prefill-split "
-                                       "(the pruned prompt is each chunk's first half)");
+    if (prefill_split != mo.prefill.any()) {
+      throw UsageError(prefill_split ? "--prefill-split needs --prefill-skip or --prefill-heads"
+                                     : "perplexity with --prefill-skip or --prefill-heads needs "
+                                       "--prefill-split (the pruned prompt is each chunk's "
+                                       "first half)");
     }
-    enable_prefill_skip(*model, mo.prefill_skip, ctx);
+    enable_prefill_pruning(*model, mo.prefill, ctx);
 
     const Timer tok_timer;
     const std::vector<int32_t> tokens =

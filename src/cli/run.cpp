@@ -28,7 +28,7 @@ int cmd_run(int argc, char** argv) {
   return guarded([&] {
     serve::Generator g(generator_options(mo, so));
     if (g.act_sparsity() != nullptr) print_act_sparsity(*g.act_sparsity());
-    enable_prefill_skip(g.model(), mo.prefill_skip, g.context());
+    enable_prefill_pruning(g.model(), mo.prefill, g.context());
     const tokenizer::Tokenizer& tok = g.tokenizer();
     std::string text = prompt;
     if (chat) {

@@ -78,7 +78,7 @@ int cmd_serve(int argc, char** argv) {
     if (ec.kv_tokens == 0) ec.kv_tokens = mo.n_ctx * ec.parallel;
     serve::Engine engine(*model, tok, pool, ec);
     const auto sparsity = enable_act_sparsity(*model, mo.act_sparsity, engine.context(), pool);
-    enable_prefill_skip(*model, mo.prefill_skip, engine.context());
+    enable_prefill_pruning(*model, mo.prefill, engine.context());
     if (!sparsity && split_given) throw UsageError("--act-sparsity-split needs --act-sparsity");
     ho.model_id = std::filesystem::path(path).filename().string();
     ho.seed = seed ? *seed : std::random_device{}();

@@ -146,8 +146,10 @@ BenchResult run_bench(model::Context& ctx, const BenchTest& test, int reps, bool
   BenchResult r;
   r.test = test;
   for (int i = 0; i < reps; ++i) {
+    const double attn0 = ctx.sparsity_counters().attn_seconds;
     const double s = run_once(ctx, test, test.n_tokens, rng);
     r.samples_s.push_back(s);
+    r.samples_attn_s.push_back(ctx.sparsity_counters().attn_seconds - attn0);
     r.samples_ts.push_back(static_cast<double>(test.n_tokens * test.n_seq) / std::max(s, 1e-12));
   }
   const double n = static_cast<double>(r.samples_ts.size());
@@ -226,6 +228,7 @@ std::string report_json(const BenchReport& rep) {
                        {"n_seq", r.test.n_seq},
                        {"samples_s", r.samples_s},
                        {"samples_ts", r.samples_ts},
+                       {"samples_attn_s", r.samples_attn_s},
                        {"avg_ts", r.avg_ts},
                        {"stddev_ts", r.stddev_ts},
                        {"median_ts", r.median_ts},

@@ -56,6 +56,7 @@ struct BenchResult {
   BenchTest test;
   std::vector<double> samples_s;   // seconds per repetition
   std::vector<double> samples_ts;  // tokens/s per repetition (all sequences together)
+  std::vector<double> samples_attn_s;  // of samples_s, the seconds in attention
   double avg_ts = 0;               // mean of samples_ts
   double stddev_ts = 0;            // sample standard deviation of samples_ts (0 for one rep)
   double median_ts = 0;

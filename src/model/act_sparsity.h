@@ -85,11 +85,18 @@ struct SparsityCounters {
   // product counts them from what it skips (ops::sparse_bytes_read; a dense product reads its
   // whole matrix, once per batch), and what the dense products would have read.
   uint64_t block_bytes_read = 0, block_bytes_dense = 0;
+  // Prefill head pruning (HeadPruning): query heads x tokens whose attention ran, and in all.
+  uint64_t attn_heads_run = 0, attn_heads_seen = 0;
+  // Seconds spent in attention (the scores, softmax and P.V of every layer, head scoring
+  // included): bench reports it beside prefill time.
+  double attn_seconds = 0;
   void reset() {
     kept.fill(0);
     seen.fill(0);
     head_kept = head_seen = 0;
     block_bytes_read = block_bytes_dense = 0;
+    attn_heads_run = attn_heads_seen = 0;
+    attn_seconds = 0;
   }
   // block_bytes_read / block_bytes_dense (0 when nothing ran).
   double block_read_fraction() const;

@@ -4,9 +4,11 @@
 #include <cmath>
 #include <numeric>
 
+#include "core/timer.h"
 #include "model/names.h"
 #include "model/sparse_blocks.h"
 #include "ops/activation.h"
+#include "ops/head_scores.h"
 #include "ops/norm.h"
 
 namespace squeeze::model {
@@ -206,6 +208,43 @@ void store_kv(const LayerPass& p, kv::KvCache& kv, const ChunkLayout& b) {
   }
 }
 
+// Attention of a prompt run's len query rows q (positions pos0..) into out: every head, or
+// with head pruning (s.heads), per chunk of positions the heads that score highest on probe
+// queries spread over the chunk (the last row among them).
+void attend_run(const LayerPass& p, const ops::AttentionShape& shape, const float* q, int64_t len,
+                int64_t pos0, const ops::KvView& view, float* out) {
+  ForwardScratch& s = p.s;
+  const HeadPruning* hp = s.heads;
+  if (hp == nullptr) {
+    ops::attention(shape, q, len, pos0, view, out, p.pool, s.att);
+    return;
+  }
+  const int64_t n_q = static_cast<int64_t>(shape.n_head) * shape.head_dim;
+  const int64_t k = std::clamp<int64_t>(std::lround(hp->keep * shape.n_head), 1, shape.n_head);
+  s.head_keep.resize(static_cast<size_t>(shape.n_head));
+  s.head_score.resize(static_cast<size_t>(shape.n_head));
+  ops::AttentionShape pruned = shape;
+  pruned.head_keep = s.head_keep.data();
+  for (int64_t t0 = 0; t0 < len;) {
+    const int64_t t1 = std::min(len, ((pos0 + t0) / hp->chunk + 1) * hp->chunk - pos0);
+    const int64_t n = t1 - t0, n_probe = std::min(hp->probes, n);
+    s.probe_pos.resize(static_cast<size_t>(n_probe));
+    s.probe_q.resize(static_cast<size_t>(n_probe * n_q));
+    for (int64_t i = 0; i < n_probe; ++i) {
+      const int64_t t = t0 + (i + 1) * n / n_probe - 1;
+      s.probe_pos[i] = pos0 + t;
+      std::copy_n(q + t * n_q, n_q, s.probe_q.data() + i * n_q);
+    }
+    ops::head_scores(shape, hp->score, s.probe_q.data(), n_q, s.probe_pos, view, s.head_score.data(),
+                     p.pool, s.head_scratch);
+    ops::top_heads(s.head_score, k, s.head_keep.data());
+    ops::attention(pruned, q + t0 * n_q, n, pos0 + t0, view, out + t0 * n_q, p.pool, s.att);
+    s.counters.attn_heads_run += static_cast<uint64_t>(k * n);
+    s.counters.attn_heads_seen += static_cast<uint64_t>(shape.n_head * n);
+    t0 = t1;
+  }
+}
+
 }  // namespace
 
 void rope_qk(const LayerPass& p, const ChunkLayout& b) {
@@ -252,6 +291,7 @@ void attend(const LayerPass& p, kv::KvCache& kv, const ChunkLayout& b) {
   // Every run's new K and V first; then the runs of one token (decodes) in one pass over all
   // their (sequence, head) pairs, and each longer run (a prompt chunk) on its own.
   store_kv(p, kv, b);
+  const Timer timer;
   s.decode_queries.clear();
   for (const SeqRun& r : b.runs) {
     if (r.rows.size() == 1) {
@@ -267,8 +307,7 @@ void attend(const LayerPass& p, kv::KvCache& kv, const ChunkLayout& b) {
     const ops::KvView view = kv.view(p.il, r.cells);
     if (r.contiguous()) {
       const int64_t r0 = r.rows.front();
-      ops::attention(shape, s.q.data() + r0 * n_q, len, r.pos0, view, s.attn.data() + r0 * n_q,
-                     p.pool, s.att);
+      attend_run(p, shape, s.q.data() + r0 * n_q, len, r.pos0, view, s.attn.data() + r0 * n_q);
       continue;
     }
     s.q_seq.resize(static_cast<size_t>(len * n_q));
@@ -276,11 +315,12 @@ void attend(const LayerPass& p, kv::KvCache& kv, const ChunkLayout& b) {
     for (int64_t i = 0; i < len; ++i) {
       std::copy_n(s.q.data() + r.rows[i] * n_q, n_q, s.q_seq.data() + i * n_q);
     }
-    ops::attention(shape, s.q_seq.data(), len, r.pos0, view, s.attn_seq.data(), p.pool, s.att);
+    attend_run(p, shape, s.q_seq.data(), len, r.pos0, view, s.attn_seq.data());
     for (int64_t i = 0; i < len; ++i) {
       std::copy_n(s.attn_seq.data() + i * n_q, n_q, s.attn.data() + r.rows[i] * n_q);
     }
   }
+  s.counters.attn_seconds += timer.seconds();
   p.emit(names::kKqvOut, s.attn.data(), n_q);
 }
 

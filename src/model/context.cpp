@@ -101,7 +101,8 @@ std::span<const float> Context::decode_batch(const Batch& b) {
   std::vector<int32_t>& full = phase_rows_[1];
   pruned.clear();
   full.clear();
-  std::vector<uint8_t> seen_logits(static_cast<size_t>(n_seq()), prefill_skip_.empty() ? 1 : 0);
+  const bool prune = !prefill_skip_.empty() || heads_.has_value();
+  std::vector<uint8_t> seen_logits(static_cast<size_t>(n_seq()), prune ? 0 : 1);
   for (int64_t t = 0; t < n; ++t) {
     uint8_t& seen = seen_logits[static_cast<size_t>(b.seq[t])];
     seen |= b.logits[t];
@@ -150,7 +151,10 @@ void Context::run_rows(const Batch& b, std::span<const int32_t> idx, bool pruned
     args.logits = rows.empty() ? nullptr : out;
     args.logit_rows = rows;
     args.callback = &callback_;
-    if (pruned) args.skip_layers = prefill_skip_;
+    if (pruned) {
+      args.skip_layers = prefill_skip_;
+      args.heads = heads_ ? &*heads_ : nullptr;
+    }
     forward(model_, kv_, s_, pool_, args);
     for (const SeqRun& r : layout.runs) {
       run_tokens_.clear();
@@ -159,6 +163,17 @@ void Context::run_rows(const Batch& b, std::span<const int32_t> idx, bool pruned
     }
     out += static_cast<int64_t>(rows.size()) * n_vocab;
   }
+}
+
+void Context::set_prefill_heads(std::optional<HeadPruning> h) {
+  if (h && !(h->keep > 0 && h->keep <= 1)) {
+    throw UsageError("the fraction of heads kept must be in (0, 1]");
+  }
+  if (h && (h->chunk < 1 || h->probes < 1)) {
+    throw UsageError("head pruning needs a chunk and probes of at least 1");
+  }
+  if (h && h->keep >= 1) h.reset();  // every head: the dense path, bit for bit
+  heads_ = h;
 }
 
 void Context::set_prefill_skip(std::vector<uint8_t> layers) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -74,6 +75,10 @@ class Context {
   // Throws UsageError for a wrong length.
   void set_prefill_skip(std::vector<uint8_t> layers);
   std::span<const uint8_t> prefill_skip() const { return prefill_skip_; }
+  // Dynamic head pruning (forward.h's HeadPruning) for the same prompt tokens from now on;
+  // nullopt: every head. Throws UsageError for keep outside (0, 1], chunk or probes < 1.
+  void set_prefill_heads(std::optional<HeadPruning> h);
+  const std::optional<HeadPruning>& prefill_heads() const { return heads_; }
   const Model& model() const { return model_; }
   size_t kv_bytes() const { return kv_.bytes(); }
 
@@ -92,6 +97,7 @@ class Context {
   std::vector<int32_t> run_tokens_;          // a run's tokens, committed after its chunk
   TensorCallback callback_;
   std::vector<uint8_t> prefill_skip_;
+  std::optional<HeadPruning> heads_;
   std::vector<int32_t> phase_rows_[2];  // a batch's pruned and full tokens (decode_batch)
   std::vector<int32_t> chunk_pos_, chunk_tokens_;  // a chunk's positions and tokens (run_rows)
 };

@@ -62,6 +62,7 @@ void forward(const Model& m, kv::KvCache& kv, ForwardScratch& s, ThreadPool& poo
   const int64_t n = static_cast<int64_t>(a.tokens.size());
   float* x = s.x.data();
   embed(m, a.tokens, x);
+  s.heads = a.heads;
   if (a.callback != nullptr && *a.callback) (*a.callback)(names::kInpEmbd, -1, x, n, hp.n_embd);
   for (int64_t il = 0; il < hp.n_layer; ++il) {
     if (!a.skip_layers.empty() && a.skip_layers[il] != 0) {
@@ -70,6 +71,7 @@ void forward(const Model& m, kv::KvCache& kv, ForwardScratch& s, ThreadPool& poo
       m.arch().forward_layer(m, il, kv, s, pool, *a.layout, a.callback);
     }
   }
+  s.heads = nullptr;
   // The output head: only the rows whose logits are wanted.
   if (a.logits == nullptr || a.logit_rows.empty()) return;
   output_head(m, s, pool, x, a.logit_rows, a.logits, a.callback);

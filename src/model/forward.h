@@ -16,6 +16,7 @@
 #include "model/batch.h"
 #include "model/model.h"
 #include "ops/attention.h"
+#include "ops/head_scores.h"
 #include "ops/matmul.h"
 
 namespace squeeze::model {
@@ -28,6 +29,17 @@ using TensorCallback =
 
 // A KV cache of n_tokens cells for the model's layers and kv heads, for n_seq sequences.
 kv::KvCache make_kv_cache(const HParams& hp, int64_t n_tokens, int64_t n_seq = 1);
+
+// Dynamic head pruning in prefill (docs/POP.md): per chunk of `chunk` prompt positions
+// (aligned to multiples of it, and cut where a forward chunk ends) and per layer, the round(keep * n_head) query heads (at least one) that score highest
+// (ops/head_scores.h) on `probes` probe queries spread over the chunk run; the others add
+// nothing to that chunk's attention output. Their K and V are written all the same.
+struct HeadPruning {
+  double keep = 1.0;
+  int64_t chunk = 256;
+  ops::HeadScore score = ops::HeadScore::VNorm;
+  int64_t probes = 8;
+};
 
 // Scratch for one forward chunk of up to n_batch tokens.
 struct ForwardScratch {
@@ -68,6 +80,12 @@ struct ForwardScratch {
   std::vector<ops::SparseInput> ffn_in;
   std::vector<float> ffn_acc;
   SparsityCounters counters;
+  // Head pruning for the pass (null: every head), with its scores, mask and probes.
+  const HeadPruning* heads = nullptr;
+  std::vector<float> head_score, probe_q;
+  std::vector<uint8_t> head_keep;
+  std::vector<int64_t> probe_pos;
+  ops::HeadScoreScratch head_scratch;
   // A MoE layer's routing (moe_mlp): router probabilities [n, n_expert], chosen experts and
   // their weights [n, n_expert_used], the rows routed to one expert (token * n_expert_used +
   // slot), their gathered inputs and outputs, and each slot's weighted output.
@@ -86,6 +104,7 @@ struct ForwardArgs {
   const TensorCallback* callback = nullptr;
   // [n_layer] or empty: layers run KV-only (write_kv_only: POP's prefill skipping) where != 0.
   std::span<const uint8_t> skip_layers;
+  const HeadPruning* heads = nullptr;  // prompt chunks' head pruning (null: none)
 };
 
 // The forward pass of one chunk: embeds the tokens, runs every layer (writing their K and V

@@ -27,6 +27,47 @@ void widen_key_blocks(const f16_t* k, int64_t stride, const int32_t* rows, int64
 
 namespace {
 
+// Up to kQkMaxHeads query heads of one kv head's group that run (attention's units of work).
+struct HeadGroup {
+  int hk = 0;
+  int n_q = 0;
+  bool consecutive = true;  // heads[h] == heads[0] + h
+  int heads[kQkMaxHeads] = {};
+};
+
+// The groups of the heads that run, kv head by kv head: without a mask, runs of kQkMaxHeads
+// consecutive heads as before; with one, the kept heads of each group packed.
+std::vector<HeadGroup> head_groups(const AttentionShape& shape) {
+  const int group = shape.n_head / shape.n_head_kv;
+  std::vector<HeadGroup> out;
+  for (int hk = 0; hk < shape.n_head_kv; ++hk) {
+    HeadGroup g;
+    g.hk = hk;
+    for (int h = hk * group; h < (hk + 1) * group; ++h) {
+      if (shape.head_keep != nullptr && shape.head_keep[h] == 0) continue;
+      if (g.n_q > 0 && g.heads[g.n_q - 1] != h - 1) g.consecutive = false;
+      g.heads[g.n_q++] = h;
+      if (g.n_q == kQkMaxHeads) {
+        out.push_back(g);
+        g = HeadGroup{};
+        g.hk = hk;
+      }
+    }
+    if (g.n_q > 0) out.push_back(g);
+  }
+  return out;
+}
+
+// Zero output rows of the dropped heads.
+void zero_dropped_heads(const AttentionShape& shape, int64_t n_tokens, float* out) {
+  const int64_t hd = shape.head_dim;
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    for (int h = 0; h < shape.n_head; ++h) {
+      if (shape.head_keep[h] == 0) std::fill_n(out + (t * shape.n_head + h) * hd, hd, 0.0f);
+    }
+  }
+}
+
 // Each query row and head on its own (one parallel_for over all of them): the path of one
 // token, and of a batch where the widened path is not available.
 void attend_rows(const AttentionShape& shape, std::span<const DecodeQuery> rows, SumOrder order,
@@ -54,6 +95,10 @@ void attend_rows(const AttentionShape& shape, std::span<const DecodeQuery> rows,
       const DecodeQuery& r = rows[static_cast<size_t>(i / shape.n_head)];
       const int h = static_cast<int>(i % shape.n_head);
       const int hk = h / group;
+      if (shape.head_keep != nullptr && shape.head_keep[h] == 0) {
+        std::fill_n(r.out + h * hd, hd, 0.0f);
+        continue;
+      }
       // causal, and within the window: positions lo..pos. The sums start at lo rounded down
       // to a multiple of 32, the positions before lo masked: llama.cpp's rows start at cell 0,
       // and its 8-lane softmax groups and 32 partial sums of P.V count from there.
@@ -91,7 +136,6 @@ void attention(const AttentionShape& shape, const float* q, int64_t n_tokens, in
   const f16_t* k = kv.k;
   const f16_t* v = kv.v;
   const int32_t* cells = kv.cells.data();  // position j's row: cells[j]
-  const int group = shape.n_head / shape.n_head_kv;
   const int64_t n_ctx_used = pos0 + n_tokens;
   const auto& f16k = formats::kernels(formats::DType::F16);
   const AttentionKernels ak = attention_kernels(active_isa());
@@ -131,33 +175,37 @@ void attention(const AttentionShape& shape, const float* q, int64_t n_tokens, in
         }
       }
     });
-    // Units of work: (a tile of up to kTokenTile tokens, kv head, up to kQkMaxHeads query heads
-    // of its group): the tile's tokens share each key block while it is in L1 (qk_tokens).
+    // Units of work: (a tile of up to kTokenTile tokens, kv head, up to kQkMaxHeads of the
+    // query heads of its group that run): the tile's tokens share each key block while it is in
+    // L1 (qk_tokens).
     constexpr int64_t kTokenTile = 8;
-    const int per_group = (group + kQkMaxHeads - 1) / kQkMaxHeads;
+    const std::vector<HeadGroup> groups = head_groups(shape);
+    const auto n_groups = static_cast<int64_t>(groups.size());
     const int64_t n_tiles = (n_tokens + kTokenTile - 1) / kTokenTile;
     const int64_t per_token = kQkMaxHeads * (n_ctx_used + hd);
     // Per thread: per token scores [kQkMaxHeads, n_ctx_used] and q [kQkMaxHeads, hd]; the
-    // scores in half.
-    const int64_t per_thread = kTokenTile * per_token + (n_ctx_used + 1) / 2 + hd;
+    // scores in half; the output of heads that are not consecutive [kQkMaxHeads, hd].
+    const int64_t per_thread = kTokenTile * per_token + (n_ctx_used + 1) / 2 + hd + kQkMaxHeads * hd;
     scratch.per_thread.resize(static_cast<size_t>(per_thread) * pool.size());
-    pool.parallel_for(n_tiles * shape.n_head_kv * per_group, 1, [&](int64_t i0, int64_t i1, int ith) {
+    if (shape.head_keep != nullptr) zero_dropped_heads(shape, n_tokens, out);
+    pool.parallel_for(n_tiles * n_groups, 1, [&](int64_t i0, int64_t i1, int ith) {
       float* scores = scratch.per_thread.data() + ith * per_thread;
       float* q32 = scores + kTokenTile * kQkMaxHeads * n_ctx_used;
       auto* half = reinterpret_cast<f16_t*>(q32 + kTokenTile * kQkMaxHeads * hd);
+      float* gathered = q32 + kTokenTile * kQkMaxHeads * hd + (n_ctx_used + 1) / 2 + hd;
       for (int64_t i = i0; i < i1; ++i) {
-        const int64_t t0 = i / (shape.n_head_kv * per_group) * kTokenTile;
+        const int64_t t0 = i / n_groups * kTokenTile;
         const int n_tok = static_cast<int>(std::min(kTokenTile, n_tokens - t0));
-        const int hk = static_cast<int>(i / per_group % shape.n_head_kv);
-        const int g0 = static_cast<int>(i % per_group) * kQkMaxHeads;
-        const int n_q = std::min(kQkMaxHeads, group - g0);
-        const int h0 = hk * group + g0;
+        const HeadGroup& hg = groups[static_cast<size_t>(i % n_groups)];
+        const int hk = hg.hk;
+        const int n_q = hg.n_q;
+        const int h0 = hg.heads[0];
         int64_t n_kv[kTokenTile];
         for (int j = 0; j < n_tok; ++j) {
           const int64_t t = t0 + j;
           n_kv[j] = pos0 + t + 1;  // causal: positions 0..pos0+t
           for (int h = 0; h < n_q; ++h) {  // Q rounded to half, as llama.cpp converts it
-            f16k.quantize_row(q + t * q_stride + (h0 + h) * hd, half, hd);
+            f16k.quantize_row(q + t * q_stride + hg.heads[h] * hd, half, hd);
             f16k.dequantize_row(half, q32 + (j * n_q + h) * hd, hd);
           }
         }
@@ -188,8 +236,12 @@ void attention(const AttentionShape& shape, const float* q, int64_t n_tokens, in
             f16k.quantize_row(sh, half, n_kv[j]);
             f16k.dequantize_row(half, sh, n_kv[j]);
           }
+          float* o = out + (t0 + j) * q_stride;
           ak.pv_f32(st, n_ctx_used, n_q, scratch.v32.data() + hk * v_head_offset, v_stride, n_kv[j],
-                    hd, out + (t0 + j) * q_stride + h0 * hd);
+                    hd, hg.consecutive ? o + h0 * hd : gathered);
+          if (!hg.consecutive) {
+            for (int h = 0; h < n_q; ++h) std::copy_n(gathered + h * hd, hd, o + hg.heads[h] * hd);
+          }
         }
       }
     });

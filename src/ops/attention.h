@@ -23,6 +23,9 @@ struct AttentionShape {
   float scale = 0;     // usually 1/sqrt(head_dim)
   // Sliding-window attention: a query at position p sees positions p - window + 1..p (0: all).
   int64_t window = 0;
+  // Head pruning: [n_head] flags, 0 = the head is dropped (its output rows are zero, nothing of
+  // it is computed); null: every head runs.
+  const uint8_t* head_keep = nullptr;
 };
 
 // For each token t < n_tokens at position pos0 + t and each head h:

@@ -8,6 +8,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <map>
+
+#include "model/names.h"
 
 #include "core/error.h"
 #include "core/thread_pool.h"
@@ -169,6 +172,65 @@ TEST(PrefillSkip, AWrongLengthIsAUsageError) {
   ThreadPool pool(1);
   Context ctx(*m, 64, pool);
   EXPECT_THROW(ctx.set_prefill_skip(std::vector<uint8_t>(3, 1)), UsageError);
+}
+
+}  // namespace
+}  // namespace squeeze::model
+
+namespace squeeze::model {
+namespace {
+
+// Head pruning: within each chunk of positions (forward chunks a multiple of it, so none is
+// split) every prompt token but the last has the same
+// n_head - k heads zero in its attention output (kqv_out), and the last prompt token none;
+// keep = 1 is the dense path.
+TEST(PrefillHeads, MasksApplyPerChunkAndSpareTheLastToken) {
+  auto spec = spec_of("llama");
+  spec.n_head = 8;
+  spec.n_head_kv = 2;
+  const auto m = load_model(spec);
+  ThreadPool pool(2);
+  const int64_t hd = m->hparams().head_dim, n_head = 8;
+  std::vector<int32_t> prompt;
+  for (int i = 0; i < 40; ++i) prompt.push_back((i * 29 + 3) % 250);
+  for (const char* score : {"qk", "entropy", "vnorm", "a2sf"}) {
+    SCOPED_TRACE(score);
+    Context ctx(*m, 64, pool, 24);  // forward chunks of two head chunks
+    ctx.set_prefill_heads(HeadPruning{0.5, 12, ops::parse_head_score(score)});
+    // [layer][position] -> the mask of zero heads
+    std::map<std::pair<int, int64_t>, std::vector<uint8_t>> zero;
+    int64_t pos = 0;
+    ctx.set_callback([&](std::string_view name, int layer, const float* data, int64_t rows, int64_t) {
+      if (name != names::kKqvOut) return;
+      for (int64_t t = 0; t < rows; ++t) {
+        std::vector<uint8_t> z(n_head);
+        for (int64_t h = 0; h < n_head; ++h) {
+          const float* o = data + (t * n_head + h) * hd;
+          z[h] = std::all_of(o, o + hd, [](float x) { return x == 0.0f; });
+        }
+        zero[{layer, pos + t}] = z;
+      }
+      if (layer == 3) pos += rows;
+    });
+    ctx.decode(prompt);
+    ASSERT_EQ(pos, 40);
+    for (int layer = 0; layer < 4; ++layer) {
+      for (int64_t p = 0; p < 39; ++p) {
+        const auto& z = zero[{layer, p}];
+        EXPECT_EQ(std::count(z.begin(), z.end(), 1), 4) << layer << " " << p;
+        if (p % 12 != 0) {
+          EXPECT_EQ(z, (zero[{layer, p - 1}])) << layer << " " << p;
+        }
+      }
+      const auto& last = zero[{layer, 39}];
+      EXPECT_EQ(std::count(last.begin(), last.end(), 1), 0) << layer;
+    }
+  }
+  Context ctx(*m, 64, pool);
+  ctx.set_prefill_heads(HeadPruning{1.0, 12});
+  EXPECT_FALSE(ctx.prefill_heads().has_value());
+  EXPECT_THROW(ctx.set_prefill_heads(HeadPruning{0.0, 12}), UsageError);
+  EXPECT_THROW(ctx.set_prefill_heads(HeadPruning{0.5, 0}), UsageError);
 }
 
 }  // namespace

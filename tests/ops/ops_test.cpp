@@ -8,7 +8,9 @@
 
 #include "core/fp16.h"
 #include "random.h"
+#include "core/error.h"
 #include "ops/attention.h"
+#include "ops/head_scores.h"
 #include "ops/matmul.h"
 #include "ops/norm.h"
 #include "ops/rope.h"
@@ -149,6 +151,115 @@ TEST(Attention, ScatteredCellsGiveTheBitsOfContiguousRows) {
       }
     }
   }
+}
+
+// Head pruning (AttentionShape::head_keep): kept heads have the bits of the unmasked run
+// (whether or not the kept heads of a group are consecutive), dropped heads are zero.
+TEST(Attention, HeadMaskKeepsTheBitsOfKeptHeadsAndZeroesTheRest) {
+  const int64_t kv_row = 3 * 64, q_row = 9 * 64;
+  const std::vector<std::vector<uint8_t>> masks = {
+      {1, 0, 1, 0, 1, 1, 0, 0, 1}, {0, 0, 0, 1, 1, 1, 0, 1, 0}, {1, 1, 1, 1, 1, 1, 1, 1, 0},
+      {0, 0, 0, 0, 0, 0, 0, 0, 0}};
+  for (int64_t n_tokens : {1, 7, 40}) {
+    const int64_t pos0 = 19, n = pos0 + n_tokens;
+    const auto kf = randn(n * kv_row, 21), vf = randn(n * kv_row, 22);
+    const auto q = randn(n_tokens * q_row, 23);
+    std::vector<f16_t> k(n * kv_row), v(n * kv_row);
+    for (size_t i = 0; i < k.size(); ++i) k[i] = f32_to_f16(kf[i]), v[i] = f32_to_f16(vf[i]);
+    std::vector<int32_t> cells(n);
+    for (int64_t j = 0; j < n; ++j) cells[j] = static_cast<int32_t>(j);
+    ThreadPool pool(2);
+    AttentionScratch scratch;
+    AttentionShape shape{9, 3, 64, 0.125f};
+    std::vector<float> want(n_tokens * q_row);
+    attention(shape, q.data(), n_tokens, pos0, KvView{k.data(), v.data(), kv_row, cells},
+              want.data(), pool, scratch);
+    for (const auto& mask : masks) {
+      shape.head_keep = mask.data();
+      std::vector<float> got(n_tokens * q_row, 7.0f);
+      attention(shape, q.data(), n_tokens, pos0, KvView{k.data(), v.data(), kv_row, cells},
+                got.data(), pool, scratch);
+      for (int64_t i = 0; i < n_tokens * q_row; ++i) {
+        const int h = static_cast<int>(i % q_row / 64);
+        ASSERT_EQ(got[i], mask[h] ? want[i] : 0.0f) << n_tokens << " tokens, output " << i;
+      }
+    }
+  }
+}
+
+// head_scores against a double-precision reference of each score's definition
+// (ops/head_scores.h), and top_heads' choice.
+TEST(HeadScores, MatchTheirDefinitions) {
+  const int n_head = 6, n_kv = 2, hd = 16;
+  const int64_t n = 70, kv_row = n_kv * hd, q_row = n_head * hd;
+  const float scale = 0.25f;
+  const auto kf = randn(n * kv_row, 31), vf = randn(n * kv_row, 32);
+  const std::vector<int64_t> pos = {20, 45, 69};
+  const auto q = randn(pos.size() * q_row, 33);
+  std::vector<f16_t> k(n * kv_row), v(n * kv_row);
+  for (size_t i = 0; i < k.size(); ++i) k[i] = f32_to_f16(kf[i]), v[i] = f32_to_f16(vf[i]);
+  std::vector<int32_t> cells(n);
+  for (int64_t j = 0; j < n; ++j) cells[j] = static_cast<int32_t>(j);
+  const AttentionShape shape{n_head, n_kv, hd, scale};
+  ThreadPool pool(2);
+  HeadScoreScratch scratch;
+  for (const HeadScore kind : {HeadScore::Qk, HeadScore::Entropy, HeadScore::VNorm, HeadScore::A2sf}) {
+    std::vector<float> got(n_head);
+    head_scores(shape, kind, q.data(), q_row, pos, KvView{k.data(), v.data(), kv_row, cells},
+                got.data(), pool, scratch);
+    for (int h = 0; h < n_head; ++h) {
+      const int hk = h / 3;
+      double total = 0, mass = 0;
+      std::vector<double> acc(n, 0.0);
+      for (size_t i = 0; i < pos.size(); ++i) {
+        const float* qh = q.data() + i * q_row + h * hd;
+        const int64_t m = pos[i] + 1;
+        std::vector<double> s(m), cosv(m);
+        double qn = 0, mx = -1e300;
+        for (int d = 0; d < hd; ++d) qn += double(qh[d]) * qh[d];
+        for (int64_t j = 0; j < m; ++j) {
+          double dot = 0, kn = 0;
+          for (int d = 0; d < hd; ++d) {
+            const double kk = f16_to_f32(k[j * kv_row + hk * hd + d]);
+            dot += double(f16_to_f32(f32_to_f16(qh[d]))) * kk;
+            kn += kk * kk;
+          }
+          s[j] = scale * dot;
+          cosv[j] = dot / std::sqrt(qn * kn);
+          mx = std::max(mx, s[j]);
+        }
+        double sum = 0;
+        for (double& e : s) sum += (e = std::exp(e - mx));
+        for (double& e : s) e /= sum;
+        double u = 0;
+        if (kind == HeadScore::Qk) {
+          u = *std::max_element(cosv.begin(), cosv.end());
+        } else if (kind == HeadScore::Entropy) {
+          for (double p : s) u -= p > 0 ? p * std::log(p) : 0;
+          u = 1 - u / std::log(double(m));
+        } else if (kind == HeadScore::VNorm) {
+          for (int64_t j = 0; j < m; ++j) {
+            double vn = 0;
+            for (int d = 0; d < hd; ++d) vn += std::abs(f16_to_f32(v[j * kv_row + hk * hd + d]));
+            u += s[j] * vn;
+          }
+        } else {
+          const double decay = i == 0 ? 1.0 : std::pow(0.9, double(pos[i] - pos[i - 1]) / 512);
+          for (int64_t j = 0; j < n; ++j) acc[j] = acc[j] * decay + (j < m ? s[j] : 0.0);
+          mass = mass * decay + 1;
+        }
+        total += u;
+      }
+      const double want = kind == HeadScore::A2sf ? *std::max_element(acc.begin(), acc.end()) / mass
+                                                  : total / double(pos.size());
+      EXPECT_NEAR(got[h], want, 2e-3 * (1 + std::abs(want))) << head_score_name(kind) << " head " << h;
+    }
+  }
+  uint8_t keep[5];
+  top_heads(std::vector<float>{0.1f, 0.5f, 0.3f, 0.5f, 0.2f}, 3, keep);
+  EXPECT_EQ(std::vector<uint8_t>(keep, keep + 5), (std::vector<uint8_t>{0, 1, 1, 1, 0}));
+  EXPECT_THROW(parse_head_score("cosine"), UsageError);
+  EXPECT_EQ(parse_head_score("a2sf"), HeadScore::A2sf);
 }
 
 // A decode step of several sequences (different lengths, own caches) in one pass: each

@@ -12,8 +12,14 @@ model) and each skip fraction R:
     median over rounds, the speed-up the median of the within-round ratios to R = 0, and the
     time to first token the prompt's length over the median t/s.
 
+With --heads, instead, dynamic head pruning (`--prefill-heads F --head-score S`) for each score
+and fraction: the same quality columns, and the attention seconds of `bench -p --heads-pp`
+(the `samples_attn_s` of its JSON), all settings and dense in --rounds interleaved rounds.
+
   bench/pop_table.py --files kld=K.gguf,bi=B.gguf,last=L.gguf [--fractions 0.1,0.2,0.3,0.4,0.5]
                      [--ctx 2048] [--chunks 10] [--pp 512,2048] [--rounds 3] [--threads 2]
+  bench/pop_table.py --heads [-m MODEL] [--head-fractions 0.5,0.34] [--head-scores qk,entropy,vnorm,a2sf]
+                     [--heads-pp 4096] [--ctx 2048] [--chunks 10] [--rounds 3]
 Prints markdown tables on stdout; progress on stderr.
 """
 
@@ -46,7 +52,12 @@ def field(out, name):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--files", required=True, help="score=FILE,... (prune-prefill outputs)")
+    ap.add_argument("--files", help="score=FILE,... (prune-prefill outputs)")
+    ap.add_argument("--heads", action="store_true", help="the head-pruning table instead")
+    ap.add_argument("-m", "--model", default=os.path.join(ROOT, "models", "SmolLM2-135M-Instruct.Q4_1.gguf"))
+    ap.add_argument("--head-fractions", default="0.5,0.34")
+    ap.add_argument("--head-scores", default="qk,entropy,vnorm,a2sf")
+    ap.add_argument("--heads-pp", type=int, default=4096)
     ap.add_argument("--fractions", default="0.1,0.2,0.3,0.4,0.5")
     ap.add_argument("--ctx", type=int, default=2048)
     ap.add_argument("--chunks", type=int, default=10)
@@ -55,6 +66,10 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--no-speed", action="store_true")
     a = ap.parse_args()
+    if a.heads:
+        return heads_table(a)
+    if not a.files:
+        ap.error("--files is required without --heads")
     files = dict(kv.split("=", 1) for kv in a.files.split(","))
     fractions = [float(f) for f in a.fractions.split(",")]
     first = next(iter(files.values()))
@@ -103,6 +118,49 @@ def main():
             ratio = statistics.median(x / y for x, y in zip(ts[(r, p)], ts[(0.0, p)]))
             cells.append(f"{med:.1f} | {ratio:.2f}x | {p / med:.3f}")
         print(f"| {r:.2f} | " + " | ".join(cells) + " |", flush=True)
+
+
+def heads_table(a):
+    fractions = [float(f) for f in a.head_fractions.split(",")]
+    scores = a.head_scores.split(",")
+    common = ["-t", str(a.threads), "-f", TEXT, "--ctx", str(a.ctx), "--chunks", str(a.chunks)]
+    settings = [(s, f) for s in scores for f in fractions]
+    with tempfile.TemporaryDirectory() as tmp:
+        base = os.path.join(tmp, "base.logits")
+        out = run(["perplexity", "-m", a.model, "--save-logits", base] + common)
+        dense_ppl = float(re.search(r"PPL = ([0-9.]+)", out).group(1))
+        quality = {}
+        for s, f in settings:
+            out = run(["perplexity", "-m", a.model, "--kl-divergence", base, "--prefill-heads",
+                       str(f), "--head-score", s, "--prefill-split"] + common)
+            quality[(s, f)] = (field(out, "PPL(model)"), field(out, "Mean KLD"),
+                               field(out, "Same top-1"), field(out, "First-token top-1"))
+    attn = {k: [] for k in [None] + settings}
+    total = {k: [] for k in [None] + settings}
+    for _ in range(a.rounds):
+        for k in [None] + settings:
+            args = ["bench", "-m", a.model, "-t", str(a.threads), "-p", str(a.heads_pp), "-n", "0",
+                    "-r", "1", "--json"]
+            if k:
+                args += ["--prefill-heads", str(k[1]), "--head-score", k[0]]
+            res = json.loads(run(args))["results"][0]
+            attn[k].append(res["samples_attn_s"][0])
+            total[k].append(res["samples_s"][0])
+    d_attn, d_total = statistics.median(attn[None]), statistics.median(total[None])
+    print(f"\n### Head pruning: quality on wiki.test.raw, ctx {a.ctx} (prompt {a.ctx // 2}, "
+          f"head chunks of 256), {a.chunks} chunks, dense PPL {dense_ppl:.4f}; attention time of "
+          f"pp{a.heads_pp}, {a.threads} threads, medians of {a.rounds} interleaved rounds "
+          f"(dense: attention {d_attn:.2f} s of {d_total:.2f} s)\n")
+    print("| score | F | heads kept | PPL | PPL change | mean KLD | top-1 | first-token top-1 | "
+          f"attention s (pp{a.heads_pp}) | attention lower by | prefill s | prefill speed-up |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for s, f in settings:
+        ppl, kld, top1, first = quality[(s, f)]
+        at, tt = statistics.median(attn[(s, f)]), statistics.median(total[(s, f)])
+        kept = max(1, min(9, int(f * 9 + 0.5)))
+        print(f"| {s} | {f:.2f} | {kept} of 9 | {ppl:.4f} | {100 * (ppl / dense_ppl - 1):+.2f}% | "
+              f"{kld:.5f} | {top1:.2f}% | {first:.1f}% | {at:.2f} | {d_attn / at:.2f}x | "
+              f"{tt:.2f} | {d_total / tt:.2f}x |", flush=True)
 
 
 def run_layers(path, r):

@@ -221,28 +221,36 @@ void attend_run(const LayerPass& p, const ops::AttentionShape& shape, const floa
   }
   const int64_t n_q = static_cast<int64_t>(shape.n_head) * shape.head_dim;
   const int64_t k = std::clamp<int64_t>(std::lround(hp->keep * shape.n_head), 1, shape.n_head);
-  s.head_keep.resize(static_cast<size_t>(shape.n_head));
-  s.head_score.resize(static_cast<size_t>(shape.n_head));
-  ops::AttentionShape pruned = shape;
-  pruned.head_keep = s.head_keep.data();
+  // The chunks of positions and their masks first, then one attention call over all of them.
+  s.head_segments.clear();
   for (int64_t t0 = 0; t0 < len;) {
     const int64_t t1 = std::min(len, ((pos0 + t0) / hp->chunk + 1) * hp->chunk - pos0);
-    const int64_t n = t1 - t0, n_probe = std::min(hp->probes, n);
-    s.probe_pos.resize(static_cast<size_t>(n_probe));
-    s.probe_q.resize(static_cast<size_t>(n_probe * n_q));
-    for (int64_t i = 0; i < n_probe; ++i) {
-      const int64_t t = t0 + (i + 1) * n / n_probe - 1;
-      s.probe_pos[i] = pos0 + t;
-      std::copy_n(q + t * n_q, n_q, s.probe_q.data() + i * n_q);
-    }
-    ops::head_scores(shape, hp->score, s.probe_q.data(), n_q, s.probe_pos, view, s.head_score.data(),
-                     p.pool, s.head_scratch);
-    ops::top_heads(s.head_score, k, s.head_keep.data());
-    ops::attention(pruned, q + t0 * n_q, n, pos0 + t0, view, out + t0 * n_q, p.pool, s.att);
-    s.counters.attn_heads_run += static_cast<uint64_t>(k * n);
-    s.counters.attn_heads_seen += static_cast<uint64_t>(shape.n_head * n);
+    s.head_segments.push_back({t0, t1, nullptr});
     t0 = t1;
   }
+  const auto n_seg = static_cast<int64_t>(s.head_segments.size());
+  s.head_keep.resize(static_cast<size_t>(n_seg * shape.n_head));
+  s.head_score.resize(static_cast<size_t>(shape.n_head));
+  ops::prepare_head_scores(shape, hp->score, view, pos0 + len, p.pool, s.head_scratch);
+  for (int64_t i = 0; i < n_seg; ++i) {
+    ops::HeadSegment& seg = s.head_segments[i];
+    const int64_t n = seg.t1 - seg.t0, n_probe = std::min(hp->probes, n);
+    s.probe_pos.resize(static_cast<size_t>(n_probe));
+    s.probe_q.resize(static_cast<size_t>(n_probe * n_q));
+    for (int64_t j = 0; j < n_probe; ++j) {
+      const int64_t t = seg.t0 + (j + 1) * n / n_probe - 1;
+      s.probe_pos[j] = pos0 + t;
+      std::copy_n(q + t * n_q, n_q, s.probe_q.data() + j * n_q);
+    }
+    ops::head_scores(shape, hp->score, s.probe_q.data(), n_q, s.probe_pos, view,
+                     s.head_score.data(), p.pool, s.head_scratch);
+    uint8_t* keep = s.head_keep.data() + i * shape.n_head;
+    ops::top_heads(s.head_score, k, keep);
+    seg.keep = keep;
+  }
+  ops::attention(shape, q, len, pos0, view, out, p.pool, s.att, s.head_segments);
+  s.counters.attn_heads_run += static_cast<uint64_t>(k * len);
+  s.counters.attn_heads_seen += static_cast<uint64_t>(shape.n_head * len);
 }
 
 }  // namespace

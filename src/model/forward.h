@@ -85,6 +85,7 @@ struct ForwardScratch {
   std::vector<float> head_score, probe_q;
   std::vector<uint8_t> head_keep;
   std::vector<int64_t> probe_pos;
+  std::vector<ops::HeadSegment> head_segments;
   ops::HeadScoreScratch head_scratch;
   // A MoE layer's routing (moe_mlp): router probabilities [n, n_expert], chosen experts and
   // their weights [n, n_expert_used], the rows routed to one expert (token * n_expert_used +

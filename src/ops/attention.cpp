@@ -35,16 +35,15 @@ struct HeadGroup {
   int heads[kQkMaxHeads] = {};
 };
 
-// The groups of the heads that run, kv head by kv head: without a mask, runs of kQkMaxHeads
-// consecutive heads as before; with one, the kept heads of each group packed.
-std::vector<HeadGroup> head_groups(const AttentionShape& shape) {
+// The groups of the heads that run, kv head by kv head, appended to out: without a mask, runs
+// of kQkMaxHeads consecutive heads; with one, the kept heads of each group packed.
+void head_groups(const AttentionShape& shape, const uint8_t* keep, std::vector<HeadGroup>& out) {
   const int group = shape.n_head / shape.n_head_kv;
-  std::vector<HeadGroup> out;
   for (int hk = 0; hk < shape.n_head_kv; ++hk) {
     HeadGroup g;
     g.hk = hk;
     for (int h = hk * group; h < (hk + 1) * group; ++h) {
-      if (shape.head_keep != nullptr && shape.head_keep[h] == 0) continue;
+      if (keep != nullptr && keep[h] == 0) continue;
       if (g.n_q > 0 && g.heads[g.n_q - 1] != h - 1) g.consecutive = false;
       g.heads[g.n_q++] = h;
       if (g.n_q == kQkMaxHeads) {
@@ -55,15 +54,14 @@ std::vector<HeadGroup> head_groups(const AttentionShape& shape) {
     }
     if (g.n_q > 0) out.push_back(g);
   }
-  return out;
 }
 
-// Zero output rows of the dropped heads.
-void zero_dropped_heads(const AttentionShape& shape, int64_t n_tokens, float* out) {
+// Zero output rows of the segment's dropped heads.
+void zero_dropped_heads(const AttentionShape& shape, const HeadSegment& seg, float* out) {
   const int64_t hd = shape.head_dim;
-  for (int64_t t = 0; t < n_tokens; ++t) {
+  for (int64_t t = seg.t0; t < seg.t1; ++t) {
     for (int h = 0; h < shape.n_head; ++h) {
-      if (shape.head_keep[h] == 0) std::fill_n(out + (t * shape.n_head + h) * hd, hd, 0.0f);
+      if (seg.keep[h] == 0) std::fill_n(out + (t * shape.n_head + h) * hd, hd, 0.0f);
     }
   }
 }
@@ -95,7 +93,7 @@ void attend_rows(const AttentionShape& shape, std::span<const DecodeQuery> rows,
       const DecodeQuery& r = rows[static_cast<size_t>(i / shape.n_head)];
       const int h = static_cast<int>(i % shape.n_head);
       const int hk = h / group;
-      if (shape.head_keep != nullptr && shape.head_keep[h] == 0) {
+      if (r.head_keep != nullptr && r.head_keep[h] == 0) {
         std::fill_n(r.out + h * hd, hd, 0.0f);
         continue;
       }
@@ -128,7 +126,10 @@ void attend_rows(const AttentionShape& shape, std::span<const DecodeQuery> rows,
 }  // namespace
 
 void attention(const AttentionShape& shape, const float* q, int64_t n_tokens, int64_t pos0,
-               const KvView& kv, float* out, ThreadPool& pool, AttentionScratch& scratch) {
+               const KvView& kv, float* out, ThreadPool& pool, AttentionScratch& scratch,
+               std::span<const HeadSegment> segments) {
+  const HeadSegment all{0, n_tokens, nullptr};
+  if (segments.empty()) segments = std::span(&all, 1);
   const int hd = shape.head_dim;
   const int64_t q_stride = static_cast<int64_t>(shape.n_head) * hd;
   const int64_t kv_stride = kv.row_stride;
@@ -179,24 +180,39 @@ void attention(const AttentionShape& shape, const float* q, int64_t n_tokens, in
     // query heads of its group that run): the tile's tokens share each key block while it is in
     // L1 (qk_tokens).
     constexpr int64_t kTokenTile = 8;
-    const std::vector<HeadGroup> groups = head_groups(shape);
-    const auto n_groups = static_cast<int64_t>(groups.size());
-    const int64_t n_tiles = (n_tokens + kTokenTile - 1) / kTokenTile;
+    // Per segment its head groups; the units: (first token, tokens, head group).
+    struct Unit {
+      int64_t t0;
+      int n_tok;
+      int32_t group;
+    };
+    std::vector<HeadGroup> groups;
+    std::vector<Unit> units;
+    for (const HeadSegment& seg : segments) {
+      const auto g0 = static_cast<int32_t>(groups.size());
+      head_groups(shape, seg.keep, groups);
+      if (seg.keep != nullptr) zero_dropped_heads(shape, seg, out);
+      for (int64_t t0 = seg.t0; t0 < seg.t1; t0 += kTokenTile) {
+        for (auto g = g0; g < static_cast<int32_t>(groups.size()); ++g) {
+          units.push_back({t0, static_cast<int>(std::min(kTokenTile, seg.t1 - t0)), g});
+        }
+      }
+    }
     const int64_t per_token = kQkMaxHeads * (n_ctx_used + hd);
     // Per thread: per token scores [kQkMaxHeads, n_ctx_used] and q [kQkMaxHeads, hd]; the
     // scores in half; the output of heads that are not consecutive [kQkMaxHeads, hd].
     const int64_t per_thread = kTokenTile * per_token + (n_ctx_used + 1) / 2 + hd + kQkMaxHeads * hd;
     scratch.per_thread.resize(static_cast<size_t>(per_thread) * pool.size());
-    if (shape.head_keep != nullptr) zero_dropped_heads(shape, n_tokens, out);
-    pool.parallel_for(n_tiles * n_groups, 1, [&](int64_t i0, int64_t i1, int ith) {
+    pool.parallel_for(static_cast<int64_t>(units.size()), 1, [&](int64_t i0, int64_t i1, int ith) {
       float* scores = scratch.per_thread.data() + ith * per_thread;
       float* q32 = scores + kTokenTile * kQkMaxHeads * n_ctx_used;
       auto* half = reinterpret_cast<f16_t*>(q32 + kTokenTile * kQkMaxHeads * hd);
       float* gathered = q32 + kTokenTile * kQkMaxHeads * hd + (n_ctx_used + 1) / 2 + hd;
       for (int64_t i = i0; i < i1; ++i) {
-        const int64_t t0 = i / n_groups * kTokenTile;
-        const int n_tok = static_cast<int>(std::min(kTokenTile, n_tokens - t0));
-        const HeadGroup& hg = groups[static_cast<size_t>(i % n_groups)];
+        const Unit& u = units[static_cast<size_t>(i)];
+        const int64_t t0 = u.t0;
+        const int n_tok = u.n_tok;
+        const HeadGroup& hg = groups[static_cast<size_t>(u.group)];
         const int hk = hg.hk;
         const int n_q = hg.n_q;
         const int h0 = hg.heads[0];
@@ -249,8 +265,10 @@ void attention(const AttentionShape& shape, const float* q, int64_t n_tokens, in
   }
 
   std::vector<DecodeQuery> rows(static_cast<size_t>(n_tokens));
-  for (int64_t t = 0; t < n_tokens; ++t) {
-    rows[t] = {q + t * q_stride, pos0 + t, kv, out + t * q_stride};
+  for (const HeadSegment& seg : segments) {
+    for (int64_t t = seg.t0; t < seg.t1; ++t) {
+      rows[t] = {q + t * q_stride, pos0 + t, kv, out + t * q_stride, seg.keep};
+    }
   }
   attend_rows(shape, rows, order, pool, scratch);
 }

@@ -23,9 +23,14 @@ struct AttentionShape {
   float scale = 0;     // usually 1/sqrt(head_dim)
   // Sliding-window attention: a query at position p sees positions p - window + 1..p (0: all).
   int64_t window = 0;
-  // Head pruning: [n_head] flags, 0 = the head is dropped (its output rows are zero, nothing of
-  // it is computed); null: every head runs.
-  const uint8_t* head_keep = nullptr;
+};
+
+// Head pruning over a batch: its tokens [t0, t1) run only the heads h with keep[h] != 0; the
+// other heads' output rows are zero and nothing of them is computed. A call's segments cover
+// its tokens in order.
+struct HeadSegment {
+  int64_t t0 = 0, t1 = 0;
+  const uint8_t* keep = nullptr;  // [n_head]
 };
 
 // For each token t < n_tokens at position pos0 + t and each head h:
@@ -37,8 +42,10 @@ struct AttentionShape {
 // Computed as llama.cpp's CPU back end does with flash attention off, to the bit (pv.h): Q
 // rounded to half for Q.K, ggml's softmax, probabilities rounded to half for P.V, sums in its
 // order (tinyBLAS for a batch, ggml_vec_dot_f16 for one token).
+// With segments (not empty), each segment's tokens run only its kept heads.
 void attention(const AttentionShape& shape, const float* q, int64_t n_tokens, int64_t pos0,
-               const KvView& kv, float* out, ThreadPool& pool, AttentionScratch& scratch);
+               const KvView& kv, float* out, ThreadPool& pool, AttentionScratch& scratch,
+               std::span<const HeadSegment> segments = {});
 
 // One token of each of several sequences (a decode step of a batch): query q ([n_head *
 // head_dim]) at position pos over its sequence's cache kv (cells 0..pos filled), into out. The
@@ -49,6 +56,7 @@ struct DecodeQuery {
   int64_t pos = 0;
   KvView kv;
   float* out = nullptr;
+  const uint8_t* head_keep = nullptr;  // [n_head] (HeadSegment::keep); null: every head
 };
 void attention_decode(const AttentionShape& shape, std::span<const DecodeQuery> queries,
                       ThreadPool& pool, AttentionScratch& scratch);

@@ -28,15 +28,9 @@ HeadScore parse_head_score(std::string_view s) {
   throw UsageError("unknown head score '" + std::string(s) + "' (qk, entropy, vnorm, a2sf)");
 }
 
-void head_scores(const AttentionShape& shape, HeadScore kind, const float* q, int64_t q_stride,
-                 std::span<const int64_t> pos, const KvView& kv, float* score, ThreadPool& pool,
-                 HeadScoreScratch& scratch) {
-  const int hd = shape.head_dim, n_head = shape.n_head, n_kv_head = shape.n_head_kv;
-  const int group = n_head / n_kv_head;
-  const auto n_probe = static_cast<int64_t>(pos.size());
-  const int64_t n = pos.back() + 1;
-  const auto& f16k = formats::kernels(formats::DType::F16);
-  const AttentionKernels ak = attention_kernels(active_isa());
+void prepare_head_scores(const AttentionShape& shape, HeadScore kind, const KvView& kv, int64_t n,
+                         ThreadPool& pool, HeadScoreScratch& scratch) {
+  const int hd = shape.head_dim, n_kv_head = shape.n_head_kv;
   const int32_t* cells = kv.cells.data();
   // |k_j| per kv head (qk) or |v_j|_1 (vnorm).
   if (kind == HeadScore::Qk || kind == HeadScore::VNorm) {
@@ -56,6 +50,18 @@ void head_scores(const AttentionShape& shape, HeadScore kind, const float* q, in
       }
     });
   }
+}
+
+void head_scores(const AttentionShape& shape, HeadScore kind, const float* q, int64_t q_stride,
+                 std::span<const int64_t> pos, const KvView& kv, float* score, ThreadPool& pool,
+                 HeadScoreScratch& scratch) {
+  const int hd = shape.head_dim, n_head = shape.n_head, n_kv_head = shape.n_head_kv;
+  const int group = n_head / n_kv_head;
+  const auto n_probe = static_cast<int64_t>(pos.size());
+  const int64_t n = pos.back() + 1;
+  const auto& f16k = formats::kernels(formats::DType::F16);
+  const AttentionKernels ak = attention_kernels(active_isa());
+  const int32_t* cells = kv.cells.data();
   if (kind == HeadScore::A2sf) scratch.probs.assign(static_cast<size_t>(n_probe * n_head * n), 0.0f);
   std::vector<double> unit(static_cast<size_t>(n_probe * n_head));
   const int64_t per_thread = n + (hd + 1) / 2;

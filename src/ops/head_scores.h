@@ -35,9 +35,15 @@ struct HeadScoreScratch {
   std::vector<float> probs;           // [n_probe, n_head, n] (a2sf)
 };
 
+// The per-row norms a score reads (|k_j| for qk, |v_j|_1 for vnorm) of cache rows [0, n) of
+// kv, into scratch: once per run of queries, before head_scores on probes up to position n - 1.
+void prepare_head_scores(const AttentionShape& shape, HeadScore kind, const KvView& kv, int64_t n,
+                         ThreadPool& pool, HeadScoreScratch& scratch);
+
 // score[h] for each of shape.n_head query heads, from the probe queries q + i * q_stride
 // ([n_head * head_dim], rotary applied) at positions pos[i] (ascending) over the sequence's
-// cache kv (cells 0..pos.back() filled), with shape's scale and window; head_keep is ignored.
+// cache kv (cells 0..pos.back() filled), with shape's scale and window, after
+// prepare_head_scores.
 void head_scores(const AttentionShape& shape, HeadScore kind, const float* q, int64_t q_stride,
                  std::span<const int64_t> pos, const KvView& kv, float* score, ThreadPool& pool,
                  HeadScoreScratch& scratch);

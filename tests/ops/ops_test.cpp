@@ -153,8 +153,9 @@ TEST(Attention, ScatteredCellsGiveTheBitsOfContiguousRows) {
   }
 }
 
-// Head pruning (AttentionShape::head_keep): kept heads have the bits of the unmasked run
-// (whether or not the kept heads of a group are consecutive), dropped heads are zero.
+// Head pruning (HeadSegment): kept heads have the bits of the unmasked run (whether or not
+// the kept heads of a group are consecutive), dropped heads are zero; one mask for the whole
+// batch, or a mask per segment of it.
 TEST(Attention, HeadMaskKeepsTheBitsOfKeptHeadsAndZeroesTheRest) {
   const int64_t kv_row = 3 * 64, q_row = 9 * 64;
   const std::vector<std::vector<uint8_t>> masks = {
@@ -170,20 +171,30 @@ TEST(Attention, HeadMaskKeepsTheBitsOfKeptHeadsAndZeroesTheRest) {
     for (int64_t j = 0; j < n; ++j) cells[j] = static_cast<int32_t>(j);
     ThreadPool pool(2);
     AttentionScratch scratch;
-    AttentionShape shape{9, 3, 64, 0.125f};
+    const AttentionShape shape{9, 3, 64, 0.125f};
+    const KvView view{k.data(), v.data(), kv_row, cells};
     std::vector<float> want(n_tokens * q_row);
-    attention(shape, q.data(), n_tokens, pos0, KvView{k.data(), v.data(), kv_row, cells},
-              want.data(), pool, scratch);
-    for (const auto& mask : masks) {
-      shape.head_keep = mask.data();
+    attention(shape, q.data(), n_tokens, pos0, view, want.data(), pool, scratch);
+    auto check = [&](std::span<const HeadSegment> segs) {
       std::vector<float> got(n_tokens * q_row, 7.0f);
-      attention(shape, q.data(), n_tokens, pos0, KvView{k.data(), v.data(), kv_row, cells},
-                got.data(), pool, scratch);
+      attention(shape, q.data(), n_tokens, pos0, view, got.data(), pool, scratch, segs);
       for (int64_t i = 0; i < n_tokens * q_row; ++i) {
+        const int64_t t = i / q_row;
         const int h = static_cast<int>(i % q_row / 64);
-        ASSERT_EQ(got[i], mask[h] ? want[i] : 0.0f) << n_tokens << " tokens, output " << i;
+        const auto seg = std::find_if(segs.begin(), segs.end(),
+                                      [&](const HeadSegment& s) { return t >= s.t0 && t < s.t1; });
+        ASSERT_EQ(got[i], seg->keep[h] ? want[i] : 0.0f) << n_tokens << " tokens, output " << i;
       }
+    };
+    for (const auto& mask : masks) {
+      const HeadSegment one{0, n_tokens, mask.data()};
+      check(std::span(&one, 1));
     }
+    std::vector<HeadSegment> segs;
+    for (int64_t t0 = 0, i = 0; t0 < n_tokens; t0 += 13, ++i) {
+      segs.push_back({t0, std::min(n_tokens, t0 + 13), masks[i % masks.size()].data()});
+    }
+    check(segs);
   }
 }
 
@@ -205,6 +216,7 @@ TEST(HeadScores, MatchTheirDefinitions) {
   HeadScoreScratch scratch;
   for (const HeadScore kind : {HeadScore::Qk, HeadScore::Entropy, HeadScore::VNorm, HeadScore::A2sf}) {
     std::vector<float> got(n_head);
+    prepare_head_scores(shape, kind, KvView{k.data(), v.data(), kv_row, cells}, n, pool, scratch);
     head_scores(shape, kind, q.data(), q_row, pos, KvView{k.data(), v.data(), kv_row, cells},
                 got.data(), pool, scratch);
     for (int h = 0; h < n_head; ++h) {

@@ -3,7 +3,7 @@
 set -euo pipefail
 pkgs=(build-essential cmake ninja-build pkg-config python3 python3-pip python3-venv
       libpcre2-dev nlohmann-json3-dev libcli11-dev libcpp-httplib-dev libgtest-dev libgmock-dev
-      libopenblas-dev liblapacke-dev
+      libopenblas-dev liblapacke-dev libpng-dev
       clang libclang-rt-14-dev)  # clang: the fuzz harnesses (scripts/fuzz.sh)
 missing=()
 for p in "${pkgs[@]}"; do

@@ -70,13 +70,15 @@ void add_prefill_options(CLI::App& app, PrefillOptions& o) {
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
   app.add_option("--head-score", o.head_score,
                  "head score: qk (query-key cosine), entropy (1 - attention entropy), vnorm "
-                 "(attention-weighted |v|_1, VATP), a2sf (decayed accumulated attention)")
+                 "(attention-weighted |v|_1, VATP), a2sf (decayed accumulated attention), or "
+                 "static (the ranking stored by squeeze heads -o: the same heads every chunk)")
       ->capture_default_str();
 }
 
 void enable_prefill_pruning(const model::Model& m, const PrefillOptions& o, model::Context& ctx) {
   const int64_t n_layer = m.hparams().n_layer;
-  const ops::HeadScore score = ops::parse_head_score(o.head_score);
+  const bool fixed = o.head_score == "static";
+  const ops::HeadScore score = fixed ? ops::HeadScore::VNorm : ops::parse_head_score(o.head_score);
   if (!o.skip.empty()) {
     std::vector<uint8_t> set = sparsity::parse_prefill_skip(
         o.skip, n_layer, sparsity::PrefillPlan::read(m.file(), n_layer));
@@ -88,10 +90,23 @@ void enable_prefill_pruning(const model::Model& m, const PrefillOptions& o, mode
   }
   if (o.heads) {
     if (*o.heads <= 0) throw UsageError("--prefill-heads must be above 0");
-    ctx.set_prefill_heads(model::HeadPruning{*o.heads, o.head_chunk, score});
+    model::HeadPruning hp;
+    hp.keep = *o.heads;
+    hp.chunk = o.head_chunk;
+    hp.score = score;
+    std::string by = std::string(ops::head_score_name(score));
+    if (fixed) {
+      const auto r = sparsity::HeadRanking::read(m.file(), n_layer, m.hparams().n_head);
+      if (r.scores.empty()) {
+        throw UsageError("--head-score static needs a head ranking stored by `squeeze heads -o` "
+                         "(this file has no squeeze.heads.scores)");
+      }
+      hp.fixed = r.scores;
+      by = "the stored " + r.score + " ranking";
+    }
+    ctx.set_prefill_heads(std::move(hp));
     std::fprintf(stderr, "prefill-heads: %.2f of the heads per %lld prompt positions by %s\n",
-                 *o.heads, static_cast<long long>(o.head_chunk),
-                 std::string(ops::head_score_name(score)).c_str());
+                 *o.heads, static_cast<long long>(o.head_chunk), by.c_str());
   }
 }
 

@@ -25,6 +25,7 @@ constexpr Command kCommands[] = {
     {"quantize", squeeze::cli::cmd_quantize, "quantize a model (RTN, GPTQ; llama.cpp or squeeze types)"},
     {"sparsify", squeeze::cli::cmd_sparsify, "calibrate activation-sparsity thresholds (TEAL, CATS)"},
     {"prune-prefill", squeeze::cli::cmd_prune_prefill, "calibrate the layers POP skips in prefill"},
+    {"heads", squeeze::cli::cmd_heads, "score every attention head (table, PNG heat map, ranking)"},
 };
 
 void usage(std::ostream& os) {

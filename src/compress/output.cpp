@@ -50,4 +50,21 @@ int64_t tensor_rows(const gguf::TensorInfo& t) {
   return rows;
 }
 
+void write_with_metadata(const gguf::File& src, const std::function<bool(std::string_view)>& own,
+                         const std::function<void(gguf::Writer&)>& add,
+                         const std::string& out_path, const std::atomic<bool>* cancel) {
+  gguf::Writer w(src.alignment());
+  std::vector<std::string_view> skip;
+  for (const auto& kv : src.metadata()) {
+    if (own(kv.key)) skip.push_back(kv.key);
+  }
+  w.copy_metadata(src, skip);
+  add(w);
+  for (const gguf::TensorInfo& t : src.tensors()) {
+    if (cancelled(cancel)) throw Interrupted("interrupted; no output written");
+    w.add_tensor(t.name, t.type, t.shape, {static_cast<const uint8_t*>(t.data), t.n_bytes});
+  }
+  write_output(w, out_path, cancel);
+}
+
 }  // namespace squeeze::compress

@@ -4,6 +4,8 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
+#include <string_view>
 #include <string>
 
 #include "core/error.h"
@@ -30,6 +32,12 @@ void check_output_path(const gguf::File& src, const std::string& out_path);
 // complete. Throws Interrupted on cancel, Error on I/O failure.
 void write_output(const gguf::Writer& w, const std::string& out_path,
                   const std::atomic<bool>* cancel);
+
+// A copy of src whose metadata keys for which `own` is true are replaced by what `add` writes
+// (tensors unchanged), written through write_output.
+void write_with_metadata(const gguf::File& src, const std::function<bool(std::string_view)>& own,
+                         const std::function<void(gguf::Writer&)>& add,
+                         const std::string& out_path, const std::atomic<bool>* cancel);
 
 // The product of every dimension after the first.
 int64_t tensor_rows(const gguf::TensorInfo& t);

@@ -207,18 +207,8 @@ PrefillCalibResult calibrate_prefill(const model::Model& m, std::span<const int3
 
 void write_prefill_plan(const gguf::File& src, const sparsity::PrefillPlan& plan,
                         const std::string& out_path, const std::atomic<bool>* cancel) {
-  gguf::Writer w(src.alignment());
-  std::vector<std::string_view> skip;
-  for (const auto& kv : src.metadata()) {
-    if (sparsity::PrefillPlan::is_key(kv.key)) skip.push_back(kv.key);
-  }
-  w.copy_metadata(src, skip);
-  plan.write(w);
-  for (const gguf::TensorInfo& t : src.tensors()) {
-    check_cancel(cancel);
-    w.add_tensor(t.name, t.type, t.shape, {static_cast<const uint8_t*>(t.data), t.n_bytes});
-  }
-  write_output(w, out_path, cancel);
+  write_with_metadata(src, sparsity::PrefillPlan::is_key, [&](gguf::Writer& w) { plan.write(w); },
+                      out_path, cancel);
 }
 
 }  // namespace squeeze::compress

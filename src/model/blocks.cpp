@@ -231,9 +231,18 @@ void attend_run(const LayerPass& p, const ops::AttentionShape& shape, const floa
   const auto n_seg = static_cast<int64_t>(s.head_segments.size());
   s.head_keep.resize(static_cast<size_t>(n_seg * shape.n_head));
   s.head_score.resize(static_cast<size_t>(shape.n_head));
-  ops::prepare_head_scores(shape, hp->score, view, pos0 + len, p.pool, s.head_scratch);
+  if (hp->fixed.empty()) {
+    ops::prepare_head_scores(shape, hp->score, view, pos0 + len, p.pool, s.head_scratch);
+  }
   for (int64_t i = 0; i < n_seg; ++i) {
     ops::HeadSegment& seg = s.head_segments[i];
+    uint8_t* keep = s.head_keep.data() + i * shape.n_head;
+    seg.keep = keep;
+    if (!hp->fixed.empty()) {
+      ops::top_heads(std::span(hp->fixed).subspan(static_cast<size_t>(p.il * shape.n_head),
+                                                  static_cast<size_t>(shape.n_head)), k, keep);
+      continue;
+    }
     const int64_t n = seg.t1 - seg.t0, n_probe = std::min(hp->probes, n);
     s.probe_pos.resize(static_cast<size_t>(n_probe));
     s.probe_q.resize(static_cast<size_t>(n_probe * n_q));
@@ -244,9 +253,7 @@ void attend_run(const LayerPass& p, const ops::AttentionShape& shape, const floa
     }
     ops::head_scores(shape, hp->score, s.probe_q.data(), n_q, s.probe_pos, view,
                      s.head_score.data(), p.pool, s.head_scratch);
-    uint8_t* keep = s.head_keep.data() + i * shape.n_head;
     ops::top_heads(s.head_score, k, keep);
-    seg.keep = keep;
   }
   ops::attention(shape, q, len, pos0, view, out, p.pool, s.att, s.head_segments);
   s.counters.attn_heads_run += static_cast<uint64_t>(k * len);

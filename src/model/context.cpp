@@ -172,6 +172,10 @@ void Context::set_prefill_heads(std::optional<HeadPruning> h) {
   if (h && (h->chunk < 1 || h->probes < 1)) {
     throw UsageError("head pruning needs a chunk and probes of at least 1");
   }
+  const HParams& hp = model_.hparams();
+  if (h && !h->fixed.empty() && static_cast<int64_t>(h->fixed.size()) != hp.n_layer * hp.n_head) {
+    throw UsageError("a stored head ranking needs one score per layer and head");
+  }
   if (h && h->keep >= 1) h.reset();  // every head: the dense path, bit for bit
   heads_ = h;
 }

@@ -39,6 +39,9 @@ struct HeadPruning {
   int64_t chunk = 256;
   ops::HeadScore score = ops::HeadScore::VNorm;
   int64_t probes = 8;
+  // A stored ranking ([n_layer * n_head] scores, sparsity::HeadRanking) used in place of the
+  // per-chunk scores: every chunk of a layer keeps the same heads. Empty: score per chunk.
+  std::vector<float> fixed = {};
 };
 
 // Scratch for one forward chunk of up to n_batch tokens.

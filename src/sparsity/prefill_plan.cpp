@@ -18,6 +18,13 @@ constexpr const char* kCalibFile = "squeeze.pop.calib.file";
 constexpr const char* kCalibChunks = "squeeze.pop.calib.chunks";
 constexpr const char* kCalibCtx = "squeeze.pop.calib.ctx";
 
+constexpr std::string_view kHeadsPrefix = "squeeze.heads.";
+constexpr const char* kHeadsScore = "squeeze.heads.score";
+constexpr const char* kHeadsScores = "squeeze.heads.scores";
+constexpr const char* kHeadsFile = "squeeze.heads.calib.file";
+constexpr const char* kHeadsChunks = "squeeze.heads.calib.chunks";
+constexpr const char* kHeadsCtx = "squeeze.heads.calib.ctx";
+
 int64_t parse_int(std::string_view s, std::string_view spec) {
   int64_t v = 0;
   const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
@@ -63,6 +70,38 @@ PrefillPlan PrefillPlan::read(const gguf::File& f, int64_t n_layer) {
   p.calib_chunks = f.get_int(kCalibChunks).value_or(0);
   p.calib_ctx = f.get_int(kCalibCtx).value_or(0);
   return p;
+}
+
+bool HeadRanking::is_key(std::string_view key) {
+  return key.substr(0, kHeadsPrefix.size()) == kHeadsPrefix;
+}
+
+void HeadRanking::write(gguf::Writer& w) const {
+  w.add_string(kHeadsScore, score);
+  w.add_float32_array(kHeadsScores, scores);
+  w.add_string(kHeadsFile, calib_file);
+  w.add_uint32(kHeadsChunks, static_cast<uint32_t>(calib_chunks));
+  w.add_uint32(kHeadsCtx, static_cast<uint32_t>(calib_ctx));
+}
+
+HeadRanking HeadRanking::read(const gguf::File& f, int64_t n_layer, int64_t n_head) {
+  HeadRanking r;
+  const auto score = f.get_string(kHeadsScore);
+  if (!score) return r;
+  r.score = std::string(*score);
+  r.scores = f.get_float_array(kHeadsScores);
+  if (static_cast<int64_t>(r.scores.size()) != n_layer * n_head) {
+    throw FormatError(f.path() + ": " + kHeadsScores + " has " + std::to_string(r.scores.size()) +
+                      " entries for " + std::to_string(n_layer) + " layers x " +
+                      std::to_string(n_head) + " heads");
+  }
+  for (const float s : r.scores) {
+    if (!std::isfinite(s)) throw FormatError(f.path() + ": " + kHeadsScores + " holds a non-finite score");
+  }
+  r.calib_file = std::string(f.get_string(kHeadsFile).value_or(""));
+  r.calib_chunks = f.get_int(kHeadsChunks).value_or(0);
+  r.calib_ctx = f.get_int(kHeadsCtx).value_or(0);
+  return r;
 }
 
 std::vector<uint8_t> parse_prefill_skip(std::string_view spec, int64_t n_layer,

@@ -29,6 +29,20 @@ struct PrefillPlan {
   static bool is_key(std::string_view key);
 };
 
+// A stored head ranking for prefill head pruning (`squeeze heads -o`, `--head-score static`):
+// per layer and query head the mean score of one kind on calibration text (higher: keep).
+struct HeadRanking {
+  std::string score;          // the kind it was made from (ops/head_scores.h)
+  std::vector<float> scores;  // [n_layer * n_head]
+  std::string calib_file;
+  int64_t calib_chunks = 0, calib_ctx = 0;
+
+  void write(gguf::Writer& w) const;
+  // The file's ranking; empty scores when it has none. Throws FormatError for a malformed one.
+  static HeadRanking read(const gguf::File& f, int64_t n_layer, int64_t n_head);
+  static bool is_key(std::string_view key);
+};
+
 // [n_layer] flags, 1 = skipped in prefill, from "A-B,C,..." (layers 0-based, ranges inclusive)
 // or "auto:R" (0 <= R <= 1, the first round(R * n_layer) of plan.order). "none" or "" is the
 // empty set. Throws UsageError naming the problem.

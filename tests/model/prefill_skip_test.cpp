@@ -226,6 +226,30 @@ TEST(PrefillHeads, MasksApplyPerChunkAndSpareTheLastToken) {
       EXPECT_EQ(std::count(last.begin(), last.end(), 1), 0) << layer;
     }
   }
+  // A stored ranking: every chunk of a layer drops the same heads, those of lowest score.
+  {
+    Context ctx(*m, 64, pool, 24);
+    HeadPruning hp{0.25, 12};
+    for (int64_t i = 0; i < 4 * n_head; ++i) hp.fixed.push_back(static_cast<float>((i * 5) % 8));
+    ctx.set_prefill_heads(hp);
+    std::vector<int64_t> zero_rows(4, 0);
+    ctx.set_callback([&](std::string_view name, int layer, const float* data, int64_t rows, int64_t) {
+      if (name != names::kKqvOut || rows < 2) return;
+      for (int64_t t = 0; t < rows; ++t) {
+        for (int64_t h = 0; h < n_head; ++h) {
+          const float* o = data + (t * n_head + h) * hd;
+          const bool zero = std::all_of(o, o + hd, [](float x) { return x == 0.0f; });
+          const float sc = hp.fixed[layer * n_head + h];  // the two of score 6 or 7 run
+          ASSERT_EQ(zero, sc < 6.0f) << layer << " " << t << " " << h;
+        }
+      }
+      zero_rows[layer] += rows;
+    });
+    ctx.decode(prompt);
+    EXPECT_EQ(zero_rows, (std::vector<int64_t>{39, 39, 39, 39}));
+    hp.fixed.pop_back();
+    EXPECT_THROW(ctx.set_prefill_heads(hp), UsageError);
+  }
   Context ctx(*m, 64, pool);
   ctx.set_prefill_heads(HeadPruning{1.0, 12});
   EXPECT_FALSE(ctx.prefill_heads().has_value());

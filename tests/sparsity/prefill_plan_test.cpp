@@ -83,5 +83,27 @@ TEST(PrefillPlan, MetadataRoundTrip) {
   EXPECT_TRUE(PrefillPlan::read(gguf::File::from_bytes("none", empty.to_bytes()), 4).order.empty());
 }
 
+TEST(PrefillPlan, HeadRankingRoundTrip) {
+  HeadRanking r;
+  r.score = "vnorm";
+  r.scores = {0.1f, 0.2f, 0.3f, 0.4f, 0.5f, 0.6f};
+  r.calib_file = "valid.txt";
+  r.calib_chunks = 2;
+  r.calib_ctx = 256;
+  gguf::Writer w;
+  r.write(w);
+  const auto f = gguf::File::from_bytes("heads", w.to_bytes());
+  const HeadRanking q = HeadRanking::read(f, 2, 3);
+  EXPECT_EQ(q.score, "vnorm");
+  EXPECT_EQ(q.scores, r.scores);
+  EXPECT_EQ(q.calib_ctx, 256);
+  EXPECT_THROW(HeadRanking::read(f, 3, 3), FormatError);
+  EXPECT_TRUE(HeadRanking::is_key("squeeze.heads.scores"));
+  EXPECT_FALSE(HeadRanking::is_key("squeeze.pop.score"));
+  gguf::Writer empty;
+  empty.add_string("general.architecture", "llama");
+  EXPECT_TRUE(HeadRanking::read(gguf::File::from_bytes("none", empty.to_bytes()), 2, 3).scores.empty());
+}
+
 }  // namespace
 }  // namespace squeeze::sparsity

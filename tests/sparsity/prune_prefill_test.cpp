@@ -139,6 +139,40 @@ TEST_F(PrunePrefill, BadOptionsAreCleanErrors) {
   EXPECT_EQ(n_files(), files);
 }
 
+// squeeze heads: the table, a PNG, and a stored ranking that --head-score static runs with.
+TEST_F(PrunePrefill, HeadsScoresDrawsAndStores) {
+  const std::string png = out("heads.png"), o = out("heads.gguf");
+  const auto r = run_squeeze("heads -m " + model_ + " -f " + calib_ + " -t 2 --ctx 32 --chunks 2 "
+                             "--head-chunk 8 --png " + png + " -o " + o + " --store entropy", "pop_heads");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  for (const char* kind : {"qk (", "entropy (", "vnorm (", "a2sf ("}) {
+    EXPECT_NE(r.out.find(kind), std::string::npos) << kind << "\n" << r.out;
+  }
+  EXPECT_NE(r.out.find("layer  3:"), std::string::npos) << r.out;
+  std::ifstream in(png, std::ios::binary);
+  char sig[8] = {};
+  in.read(sig, 8);
+  EXPECT_EQ(std::string(sig + 1, 3), "PNG");
+  const gguf::File f = gguf::File::open(o);
+  EXPECT_EQ(f.get_string("squeeze.heads.score").value_or(""), "entropy");
+  const auto scores = f.get_float_array("squeeze.heads.scores");
+  ASSERT_EQ(scores.size(), 4u * 4u);  // 4 layers x 4 heads
+  for (const float x : scores) EXPECT_TRUE(x >= 0.0f && x <= 1.0f) << x;  // 1 - H / ln n
+
+  const auto run = run_squeeze("run -m " + o + " -c 64 -t 1 -n 2 --temp 0 -p hello "
+                               "--prefill-heads 0.5 --head-score static", "pop_static");
+  ASSERT_EQ(run.rc, 0) << run.err;
+  EXPECT_NE(run.err.find("by the stored entropy ranking"), std::string::npos) << run.err;
+  expect_clean_error(run_squeeze("run -m " + model_ + " -c 64 -p hi -n 1 --prefill-heads 0.5 "
+                                 "--head-score static", "pop_static_e"), "squeeze heads -o");
+  expect_clean_error(run_squeeze("run -m " + model_ + " -c 64 -p hi -n 1 --prefill-heads 0.5 "
+                                 "--head-score cosine", "pop_score_e"), "unknown head score");
+  expect_clean_error(run_squeeze("heads -m " + model_ + " -f " + calib_ + " --store x", "pop_store_e"),
+                     "unknown head score");
+  expect_clean_error(run_squeeze("heads -m " + model_ + " -f " + calib_ + " --ctx 32 --chunks 999",
+                                 "pop_heads_e"), "need");
+}
+
 // perplexity --prefill-split: skipping only the last layer leaves the scored rows unchanged;
 // skipping a middle one changes them.
 TEST_F(PrunePrefill, PerplexitySplitProtocol) {

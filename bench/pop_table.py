@@ -147,6 +147,8 @@ def heads_table(a):
             attn[k].append(res["samples_attn_s"][0])
             total[k].append(res["samples_s"][0])
     d_attn, d_total = statistics.median(attn[None]), statistics.median(total[None])
+    n_head = int(re.search(r"\.attention\.head_count\s+\S+\s+(\d+)",
+                           run(["inspect", a.model])).group(1))
     print(f"\n### Head pruning: quality on wiki.test.raw, ctx {a.ctx} (prompt {a.ctx // 2}, "
           f"head chunks of 256), {a.chunks} chunks, dense PPL {dense_ppl:.4f}; attention time of "
           f"pp{a.heads_pp}, {a.threads} threads, medians of {a.rounds} interleaved rounds "
@@ -157,8 +159,8 @@ def heads_table(a):
     for s, f in settings:
         ppl, kld, top1, first = quality[(s, f)]
         at, tt = statistics.median(attn[(s, f)]), statistics.median(total[(s, f)])
-        kept = max(1, min(9, int(f * 9 + 0.5)))
-        print(f"| {s} | {f:.2f} | {kept} of 9 | {ppl:.4f} | {100 * (ppl / dense_ppl - 1):+.2f}% | "
+        kept = max(1, min(n_head, int(f * n_head + 0.5)))  # Context's round(F * n_head)
+        print(f"| {s} | {f:.2f} | {kept} of {n_head} | {ppl:.4f} | {100 * (ppl / dense_ppl - 1):+.2f}% | "
               f"{kld:.5f} | {top1:.2f}% | {first:.1f}% | {at:.2f} | {d_attn / at:.2f}x | "
               f"{tt:.2f} | {d_total / tt:.2f}x |", flush=True)
 

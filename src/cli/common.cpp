@@ -123,6 +123,12 @@ void add_act_sparsity_option(CLI::App& app, ActSparsityOptions& o) {
       ->check(CLI::Range(0.0, 0.99));
 }
 
+int interrupted_exit(const std::exception& e, bool tty) {
+  if (tty) std::fputc('\n', stderr);
+  std::cerr << "error: " << e.what() << "\n";
+  return 130;
+}
+
 std::unique_ptr<model::ActSparsity> enable_act_sparsity(const model::Model& m,
                                                         const ActSparsityOptions& o,
                                                         model::Context& ctx, ThreadPool& pool) {

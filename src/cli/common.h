@@ -102,6 +102,10 @@ std::optional<int> parse(CLI::App& app, int argc, char** argv);
 // "12.3s" under a minute, else "4m05s" (progress lines' ETA).
 std::string duration_text(double seconds);
 
+// A long operation stopped by a signal: ends a progress line on a terminal, prints
+// `error: WHAT` and returns exit code 130.
+int interrupted_exit(const std::exception& e, bool tty);
+
 // Runs body and turns squeeze errors into one `error: ...` line and exit code 1.
 int guarded(const std::function<int()>& body);
 

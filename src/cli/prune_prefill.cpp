@@ -88,9 +88,7 @@ int cmd_prune_prefill(int argc, char** argv) {
                     r.plan.order[k], r.greedy_kld[k]);
       }
     } catch (const compress::Interrupted& e) {
-      if (tty) std::fputc('\n', stderr);
-      std::cerr << "error: " << e.what() << "\n";
-      return 130;
+      return interrupted_exit(e, tty);
     }
     return 0;
   });

@@ -156,9 +156,7 @@ int cmd_sparsify(int argc, char** argv) {
       }
       std::fputc('\n', stderr);
     } catch (const compress::Interrupted& e) {
-      if (tty) std::fputc('\n', stderr);
-      std::cerr << "error: " << e.what() << "\n";
-      return 130;
+      return interrupted_exit(e, tty);
     }
     return 0;
   });

@@ -94,9 +94,10 @@ std::span<const float> Context::decode_batch(const Batch& b) {
   }
   for (int64_t sq = 0; sq < n_seq(); ++sq) kv_.prepare(sq, next[sq] - n_past(sq));
   logits_.resize(static_cast<size_t>(n_logits * n_vocab));
-  // With a prefill skip set, a sequence's tokens before its first token with logits wanted are
-  // its prompt's: they run first, through the kept layers only (the skipped ones write their K
-  // and V); the rest run through every layer. Each sequence keeps its order.
+  // With prefill pruning (a skip set, head pruning), a sequence's tokens before its first token
+  // with logits wanted are its prompt's: they run first, pruned (skipped layers write only their
+  // K and V; dropped heads add nothing); the rest run the whole network. Each sequence keeps
+  // its order.
   std::vector<int32_t>& pruned = phase_rows_[0];
   std::vector<int32_t>& full = phase_rows_[1];
   pruned.clear();
@@ -189,6 +190,5 @@ void Context::set_prefill_skip(std::vector<uint8_t> layers) {
   if (std::none_of(layers.begin(), layers.end(), [](uint8_t v) { return v != 0; })) layers.clear();
   prefill_skip_ = std::move(layers);
 }
-
 
 }  // namespace squeeze::model

@@ -57,6 +57,18 @@ std::vector<std::string> lines_of(const std::string& s) {
   return out;
 }
 
+// Prefill pruning reaches hellaswag's contexts (docs/POP.md): the run says so and completes.
+TEST(HellaswagCli, RunsWithPrefillPruning) {
+  Files f;
+  const Result r = hellaswag("-m " + f.model + " -f " + f.tasks + " --tasks 4 -t 2 "
+                             "--prefill-skip 0 --prefill-heads 0.5 --head-chunk 4");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.err.find("prefill-skip: layers 0 (1 of 2)"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("prefill-heads: 0.50 of the heads per 4 prompt positions by vnorm"),
+            std::string::npos) << r.err;
+  EXPECT_NE(r.out.find("Final result: "), std::string::npos) << r.out;
+}
+
 TEST(HellaswagCli, PrintsLlamaLinesAndPerTaskTable) {
   Files f;
   const std::string tsv = testing::temp_path("per_task.tsv");

@@ -115,6 +115,10 @@ TEST_F(PrunePrefill, WritesThePlanAndRunsWithIt) {
   ASSERT_EQ(run.rc, 0) << run.err;
   EXPECT_NE(run.err.find("prefill-skip: layers "), std::string::npos) << run.err;
   EXPECT_NE(run.err.find("(2 of 4)"), std::string::npos) << run.err;
+  const auto chat = run_squeeze("chat -m " + o + " -c 64 -t 1 -n 2 --temp 0 --prefill-skip auto:0.25",
+                                "pop_chat", "hello\nthe\n/quit\n");
+  ASSERT_EQ(chat.rc, 0) << chat.err;
+  EXPECT_NE(chat.err.find("prefill-skip: layers 3 (1 of 4)"), std::string::npos) << chat.err;
   const auto bench = run_squeeze("bench -m " + o + " -t 1 -p 16 -n 0 -r 1 --prefill-skip 1-2",
                                  "pop_bench");
   ASSERT_EQ(bench.rc, 0) << bench.err;

@@ -547,42 +547,33 @@ SparsifyResult calibrate_sparsity(const model::Model& m, const tokenizer::Tokeni
 void write_sparsified(const gguf::File& src, const SparsifyResult& r, const SparsifyOptions& opts,
                       const std::string& calib_file, const std::string& out_path,
                       const std::atomic<bool>* cancel) {
-  gguf::Writer w(src.alignment());
-  std::vector<std::string> own;  // keys this command writes: a re-sparsified file replaces them
-  for (const auto& kv : src.metadata()) {
-    if (kv.key.rfind("squeeze.sparsity.", 0) == 0) own.push_back(kv.key);
-  }
-  std::vector<std::string_view> skip(own.begin(), own.end());
-  w.copy_metadata(src, skip);
-  r.table.write(w);
-  const std::string base = calib_file.substr(calib_file.find_last_of('/') + 1);
-  w.add_string("squeeze.sparsity.calib.file", base);
-  w.add_string("squeeze.sparsity.calib.text_hash", r.text_hash);
-  w.add_uint32("squeeze.sparsity.calib.samples", static_cast<uint32_t>(opts.n_samples));
-  w.add_uint32("squeeze.sparsity.calib.ctx", static_cast<uint32_t>(opts.ctx));
-  w.add_uint64("squeeze.sparsity.calib.seed", opts.seed);
-  // Per asked level: the level, then the density of each site on held-back text.
-  std::vector<float> levels, dens;
-  for (size_t i = 0; i < opts.levels.size(); ++i) {
-    levels.push_back(static_cast<float>(std::round(opts.levels[i] * 100) / 100));
-    for (int s = 0; s < r.table.sites(); ++s) {
-      dens.push_back(static_cast<float>(r.heldout_density[i][s]));
+  auto own = [](std::string_view key) { return key.rfind("squeeze.sparsity.", 0) == 0; };
+  write_with_metadata(src, own, [&](gguf::Writer& w) {
+    r.table.write(w);
+    const std::string base = calib_file.substr(calib_file.find_last_of('/') + 1);
+    w.add_string("squeeze.sparsity.calib.file", base);
+    w.add_string("squeeze.sparsity.calib.text_hash", r.text_hash);
+    w.add_uint32("squeeze.sparsity.calib.samples", static_cast<uint32_t>(opts.n_samples));
+    w.add_uint32("squeeze.sparsity.calib.ctx", static_cast<uint32_t>(opts.ctx));
+    w.add_uint64("squeeze.sparsity.calib.seed", opts.seed);
+    // Per asked level: the level, then the density of each site on held-back text.
+    std::vector<float> levels, dens;
+    for (size_t i = 0; i < opts.levels.size(); ++i) {
+      levels.push_back(static_cast<float>(std::round(opts.levels[i] * 100) / 100));
+      for (int s = 0; s < r.table.sites(); ++s) {
+        dens.push_back(static_cast<float>(r.heldout_density[i][s]));
+      }
     }
-  }
-  w.add_float32_array("squeeze.sparsity.refined_levels", levels);
-  w.add_uint32("squeeze.sparsity.refine_passes", static_cast<uint32_t>(opts.refine_passes));
-  w.add_string("squeeze.sparsity.allocation", opts.greedy ? "greedy" : "uniform");
-  w.add_float32_array("squeeze.sparsity.heldout_density", dens);
-  if (!r.heldout_head_density.empty()) {
-    std::vector<float> head(r.heldout_head_density.begin(), r.heldout_head_density.end());
-    w.add_float32_array("squeeze.sparsity.heldout_head_density", head);
-  }
-  w.add_uint32("squeeze.sparsity.heldout_tokens", static_cast<uint32_t>(r.heldout_tokens));
-  for (const gguf::TensorInfo& t : src.tensors()) {
-    if (cancelled(cancel)) throw Interrupted("interrupted; no output written");
-    w.add_tensor(t.name, t.type, t.shape, {static_cast<const uint8_t*>(t.data), t.n_bytes});
-  }
-  write_output(w, out_path, cancel);
+    w.add_float32_array("squeeze.sparsity.refined_levels", levels);
+    w.add_uint32("squeeze.sparsity.refine_passes", static_cast<uint32_t>(opts.refine_passes));
+    w.add_string("squeeze.sparsity.allocation", opts.greedy ? "greedy" : "uniform");
+    w.add_float32_array("squeeze.sparsity.heldout_density", dens);
+    if (!r.heldout_head_density.empty()) {
+      std::vector<float> head(r.heldout_head_density.begin(), r.heldout_head_density.end());
+      w.add_float32_array("squeeze.sparsity.heldout_head_density", head);
+    }
+    w.add_uint32("squeeze.sparsity.heldout_tokens", static_cast<uint32_t>(r.heldout_tokens));
+  }, out_path, cancel);
 }
 
 }  // namespace squeeze::compress

@@ -12,7 +12,7 @@ model) and each skip fraction R:
     median over rounds, the speed-up the median of the within-round ratios to R = 0, and the
     time to first token the prompt's length over the median t/s.
 
-With --heads, instead, dynamic head pruning (`--prefill-heads F --head-score S`) for each score
+With --heads (and --groups: whole KV groups, --head-groups), instead, dynamic head pruning (`--prefill-heads F --head-score S`) for each score
 and fraction: the same quality columns, and the attention seconds of `bench -p --heads-pp`
 (the `samples_attn_s` of its JSON), all settings and dense in --rounds interleaved rounds.
 
@@ -58,6 +58,7 @@ def main():
     ap.add_argument("--head-fractions", default="0.5,0.34")
     ap.add_argument("--head-scores", default="qk,entropy,vnorm,a2sf")
     ap.add_argument("--heads-pp", type=int, default=4096)
+    ap.add_argument("--groups", action="store_true", help="--heads with --head-groups (whole KV groups)")
     ap.add_argument("--fractions", default="0.1,0.2,0.3,0.4,0.5")
     ap.add_argument("--ctx", type=int, default=2048)
     ap.add_argument("--chunks", type=int, default=10)
@@ -125,6 +126,7 @@ def heads_table(a):
     scores = a.head_scores.split(",")
     common = ["-t", str(a.threads), "-f", TEXT, "--ctx", str(a.ctx), "--chunks", str(a.chunks)]
     settings = [(s, f) for s in scores for f in fractions]
+    group_flag = ["--head-groups"] if a.groups else []
     with tempfile.TemporaryDirectory() as tmp:
         base = os.path.join(tmp, "base.logits")
         out = run(["perplexity", "-m", a.model, "--save-logits", base] + common)
@@ -132,7 +134,7 @@ def heads_table(a):
         quality = {}
         for s, f in settings:
             out = run(["perplexity", "-m", a.model, "--kl-divergence", base, "--prefill-heads",
-                       str(f), "--head-score", s, "--prefill-split"] + common)
+                       str(f), "--head-score", s, "--prefill-split"] + group_flag + common)
             quality[(s, f)] = (field(out, "PPL(model)"), field(out, "Mean KLD"),
                                field(out, "Same top-1"), field(out, "First-token top-1"))
     attn = {k: [] for k in [None] + settings}
@@ -142,14 +144,15 @@ def heads_table(a):
             args = ["bench", "-m", a.model, "-t", str(a.threads), "-p", str(a.heads_pp), "-n", "0",
                     "-r", "1", "--json"]
             if k:
-                args += ["--prefill-heads", str(k[1]), "--head-score", k[0]]
+                args += ["--prefill-heads", str(k[1]), "--head-score", k[0]] + group_flag
             res = json.loads(run(args))["results"][0]
             attn[k].append(res["samples_attn_s"][0])
             total[k].append(res["samples_s"][0])
     d_attn, d_total = statistics.median(attn[None]), statistics.median(total[None])
-    n_head = int(re.search(r"\.attention\.head_count\s+\S+\s+(\d+)",
-                           run(["inspect", a.model])).group(1))
-    print(f"\n### Head pruning: quality on wiki.test.raw, ctx {a.ctx} (prompt {a.ctx // 2}, "
+    info = run(["inspect", a.model])
+    n_head = int(re.search(r"\.attention\.head_count\s+\S+\s+(\d+)", info).group(1))
+    n_kv = int(re.search(r"\.attention\.head_count_kv\s+\S+\s+(\d+)", info).group(1))
+    print(f"\n### Head pruning{' by whole KV groups' if a.groups else ''}: quality on wiki.test.raw, ctx {a.ctx} (prompt {a.ctx // 2}, "
           f"head chunks of 256), {a.chunks} chunks, dense PPL {dense_ppl:.4f}; attention time of "
           f"pp{a.heads_pp}, {a.threads} threads, medians of {a.rounds} interleaved rounds "
           f"(dense: attention {d_attn:.2f} s of {d_total:.2f} s)\n")
@@ -159,7 +162,10 @@ def heads_table(a):
     for s, f in settings:
         ppl, kld, top1, first = quality[(s, f)]
         at, tt = statistics.median(attn[(s, f)]), statistics.median(total[(s, f)])
-        kept = max(1, min(n_head, int(f * n_head + 0.5)))  # Context's round(F * n_head)
+        if a.groups:  # round(F * n_head_kv) whole groups
+            kept = max(1, min(n_kv, int(f * n_kv + 0.5))) * (n_head // n_kv)
+        else:  # round(F * n_head)
+            kept = max(1, min(n_head, int(f * n_head + 0.5)))
         print(f"| {s} | {f:.2f} | {kept} of {n_head} | {ppl:.4f} | {100 * (ppl / dense_ppl - 1):+.2f}% | "
               f"{kld:.5f} | {top1:.2f}% | {first:.1f}% | {at:.2f} | {d_attn / at:.2f}x | "
               f"{tt:.2f} | {d_total / tt:.2f}x |", flush=True)

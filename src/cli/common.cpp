@@ -65,6 +65,10 @@ void add_prefill_options(CLI::App& app, PrefillOptions& o) {
                  "the others add nothing for that chunk (decode and the last prompt token run "
                  "every head)")
       ->check(CLI::Range(0.0, 1.0));
+  app.add_flag("--head-groups", o.head_groups,
+               "with --prefill-heads: keep whole KV groups (a KV head and its query heads), the "
+               "fraction F of the groups with the highest summed score; only a dropped group "
+               "saves the attention kernel's K and V reads");
   app.add_option("--head-chunk", o.head_chunk, "prompt positions per head-pruning decision")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
@@ -88,12 +92,14 @@ void enable_prefill_pruning(const model::Model& m, const PrefillOptions& o, mode
                  static_cast<long long>(k), static_cast<long long>(n_layer));
     ctx.set_prefill_skip(std::move(set));
   }
+  if (o.head_groups && !o.heads) throw UsageError("--head-groups needs --prefill-heads");
   if (o.heads) {
     if (*o.heads <= 0) throw UsageError("--prefill-heads must be above 0");
     model::HeadPruning hp;
     hp.keep = *o.heads;
     hp.chunk = o.head_chunk;
     hp.score = score;
+    hp.whole_groups = o.head_groups;
     std::string by = std::string(ops::head_score_name(score));
     if (fixed) {
       const auto r = sparsity::HeadRanking::read(m.file(), n_layer, m.hparams().n_head);
@@ -105,8 +111,9 @@ void enable_prefill_pruning(const model::Model& m, const PrefillOptions& o, mode
       by = "the stored " + r.score + " ranking";
     }
     ctx.set_prefill_heads(std::move(hp));
-    std::fprintf(stderr, "prefill-heads: %.2f of the heads per %lld prompt positions by %s\n",
-                 *o.heads, static_cast<long long>(o.head_chunk), by.c_str());
+    std::fprintf(stderr, "prefill-heads: %.2f of the %s per %lld prompt positions by %s\n",
+                 *o.heads, o.head_groups ? "KV groups" : "heads",
+                 static_cast<long long>(o.head_chunk), by.c_str());
   }
 }
 

@@ -44,6 +44,7 @@ struct PrefillOptions {
   std::optional<double> heads;
   int64_t head_chunk = 256;
   std::string head_score = "vnorm";
+  bool head_groups = false;
   bool any() const { return !skip.empty() || heads.has_value(); }
 };
 

@@ -220,7 +220,19 @@ void attend_run(const LayerPass& p, const ops::AttentionShape& shape, const floa
     return;
   }
   const int64_t n_q = static_cast<int64_t>(shape.n_head) * shape.head_dim;
-  const int64_t k = std::clamp<int64_t>(std::lround(hp->keep * shape.n_head), 1, shape.n_head);
+  const int64_t group = shape.n_head / shape.n_head_kv;
+  const int64_t k_groups = std::clamp<int64_t>(std::lround(hp->keep * shape.n_head_kv), 1, shape.n_head_kv);
+  const int64_t k = hp->whole_groups
+                        ? k_groups * group
+                        : std::clamp<int64_t>(std::lround(hp->keep * shape.n_head), 1, shape.n_head);
+  // keep = the k best heads, or the k_groups best groups.
+  auto choose = [&](std::span<const float> score, uint8_t* keep) {
+    if (hp->whole_groups) {
+      ops::top_groups(score, group, k_groups, keep);
+    } else {
+      ops::top_heads(score, k, keep);
+    }
+  };
   // The chunks of positions and their masks first, then one attention call over all of them.
   s.head_segments.clear();
   for (int64_t t0 = 0; t0 < len;) {
@@ -239,8 +251,8 @@ void attend_run(const LayerPass& p, const ops::AttentionShape& shape, const floa
     uint8_t* keep = s.head_keep.data() + i * shape.n_head;
     seg.keep = keep;
     if (!hp->fixed.empty()) {
-      ops::top_heads(std::span(hp->fixed).subspan(static_cast<size_t>(p.il * shape.n_head),
-                                                  static_cast<size_t>(shape.n_head)), k, keep);
+      choose(std::span(hp->fixed).subspan(static_cast<size_t>(p.il * shape.n_head),
+                                          static_cast<size_t>(shape.n_head)), keep);
       continue;
     }
     const int64_t n = seg.t1 - seg.t0, n_probe = std::min(hp->probes, n);
@@ -253,7 +265,7 @@ void attend_run(const LayerPass& p, const ops::AttentionShape& shape, const floa
     }
     ops::head_scores(shape, hp->score, s.probe_q.data(), n_q, s.probe_pos, view,
                      s.head_score.data(), p.pool, s.head_scratch);
-    ops::top_heads(s.head_score, k, keep);
+    choose(s.head_score, keep);
   }
   ops::attention(shape, q, len, pos0, view, out, p.pool, s.att, s.head_segments);
   s.counters.attn_heads_run += static_cast<uint64_t>(k * len);

@@ -39,6 +39,10 @@ struct HeadPruning {
   int64_t chunk = 256;
   ops::HeadScore score = ops::HeadScore::VNorm;
   int64_t probes = 8;
+  // Keep whole KV groups (a KV head with its query heads): the round(keep * n_head_kv) groups
+  // of highest summed score (at least one). The attention kernel reads K and V per group, so
+  // only a dropped group saves their reads.
+  bool whole_groups = false;
   // A stored ranking ([n_layer * n_head] scores, sparsity::HeadRanking) used in place of the
   // per-chunk scores: every chunk of a layer keeps the same heads. Empty: score per chunk.
   std::vector<float> fixed = {};

@@ -132,4 +132,13 @@ void top_heads(std::span<const float> score, int64_t k, uint8_t* keep) {
   for (size_t i = 0; i < order.size(); ++i) keep[order[i]] = static_cast<int64_t>(i) < k ? 1 : 0;
 }
 
+void top_groups(std::span<const float> score, int64_t group, int64_t k_groups, uint8_t* keep) {
+  const auto n_groups = static_cast<int64_t>(score.size()) / group;
+  std::vector<float> sum(static_cast<size_t>(n_groups), 0.0f);
+  for (int64_t h = 0; h < n_groups * group; ++h) sum[h / group] += score[h];
+  std::vector<uint8_t> kept(static_cast<size_t>(n_groups));
+  top_heads(sum, k_groups, kept.data());
+  for (int64_t h = 0; h < n_groups * group; ++h) keep[h] = kept[h / group];
+}
+
 }  // namespace squeeze::ops

@@ -50,5 +50,8 @@ void head_scores(const AttentionShape& shape, HeadScore kind, const float* q, in
 
 // keep[h] = 1 for the k heads of highest score (ties: the lower index), 0 for the others.
 void top_heads(std::span<const float> score, int64_t k, uint8_t* keep);
+// The same by whole groups of `group` consecutive heads (a KV head's query heads): the k_groups
+// groups of highest summed score keep all their heads, the others none.
+void top_groups(std::span<const float> score, int64_t group, int64_t k_groups, uint8_t* keep);
 
 }  // namespace squeeze::ops

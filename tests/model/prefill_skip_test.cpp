@@ -226,6 +226,29 @@ TEST(PrefillHeads, MasksApplyPerChunkAndSpareTheLastToken) {
       EXPECT_EQ(std::count(last.begin(), last.end(), 1), 0) << layer;
     }
   }
+  // Whole KV groups: each chunk drops one of the two groups of 4 heads, entire.
+  {
+    Context ctx(*m, 64, pool, 24);
+    HeadPruning hp{0.5, 12};
+    hp.whole_groups = true;
+    ctx.set_prefill_heads(hp);
+    int64_t checked = 0;
+    ctx.set_callback([&](std::string_view name, int, const float* data, int64_t rows, int64_t) {
+      if (name != names::kKqvOut || rows < 2) return;
+      for (int64_t t = 0; t < rows; ++t) {
+        std::vector<uint8_t> z(n_head);
+        for (int64_t h = 0; h < n_head; ++h) {
+          const float* o = data + (t * n_head + h) * hd;
+          z[h] = std::all_of(o, o + hd, [](float x) { return x == 0.0f; });
+        }
+        EXPECT_TRUE(z == (std::vector<uint8_t>{1, 1, 1, 1, 0, 0, 0, 0}) ||
+                    z == (std::vector<uint8_t>{0, 0, 0, 0, 1, 1, 1, 1}));
+        ++checked;
+      }
+    });
+    ctx.decode(prompt);
+    EXPECT_EQ(checked, 4 * 39);
+  }
   // A stored ranking: every chunk of a layer drops the same heads, those of lowest score.
   {
     Context ctx(*m, 64, pool, 24);

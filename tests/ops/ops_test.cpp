@@ -270,6 +270,9 @@ TEST(HeadScores, MatchTheirDefinitions) {
   uint8_t keep[5];
   top_heads(std::vector<float>{0.1f, 0.5f, 0.3f, 0.5f, 0.2f}, 3, keep);
   EXPECT_EQ(std::vector<uint8_t>(keep, keep + 5), (std::vector<uint8_t>{0, 1, 1, 1, 0}));
+  uint8_t gkeep[6];
+  top_groups(std::vector<float>{0.1f, 0.9f, 0.3f, 0.3f, 0.2f, 0.2f}, 2, 2, gkeep);
+  EXPECT_EQ(std::vector<uint8_t>(gkeep, gkeep + 6), (std::vector<uint8_t>{1, 1, 1, 1, 0, 0}));
   EXPECT_THROW(parse_head_score("cosine"), UsageError);
   EXPECT_EQ(parse_head_score("a2sf"), HeadScore::A2sf);
 }

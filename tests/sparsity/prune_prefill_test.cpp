@@ -171,6 +171,8 @@ TEST_F(PrunePrefill, HeadsScoresDrawsAndStores) {
                                  "--head-score static", "pop_static_e"), "squeeze heads -o");
   expect_clean_error(run_squeeze("run -m " + model_ + " -c 64 -p hi -n 1 --prefill-heads 0.5 "
                                  "--head-score cosine", "pop_score_e"), "unknown head score");
+  expect_clean_error(run_squeeze("run -m " + model_ + " -c 64 -p hi -n 1 --head-groups",
+                                 "pop_groups_e"), "--head-groups needs --prefill-heads");
   expect_clean_error(run_squeeze("heads -m " + model_ + " -f " + calib_ + " --store x", "pop_store_e"),
                      "unknown head score");
   expect_clean_error(run_squeeze("heads -m " + model_ + " -f " + calib_ + " --ctx 32 --chunks 999",

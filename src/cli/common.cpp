@@ -59,7 +59,7 @@ void add_prefill_options(CLI::App& app, PrefillOptions& o) {
                  "20-27,29) that prompt tokens but the last pass by writing their K and V only; "
                  "or auto:R, the first fraction R of the layer order calibrated by squeeze "
                  "prune-prefill. Decode runs every layer");
-  app.add_option("--prefill-heads", o.heads,
+  CLI::Option* heads = app.add_option("--prefill-heads", o.heads,
                  "dynamic head pruning in prefill: per --head-chunk prompt positions and layer, "
                  "keep this fraction (0..1] of the query heads scoring highest by --head-score; "
                  "the others add nothing for that chunk (decode and the last prompt token run "
@@ -69,14 +69,17 @@ void add_prefill_options(CLI::App& app, PrefillOptions& o) {
                "with --prefill-heads: keep whole KV groups (a KV head and its query heads), the "
                "fraction F of the groups with the highest summed score; only a dropped group "
                "saves the attention kernel's K and V reads");
+  // --head-chunk and --head-score mean nothing without head pruning: refused, not ignored.
   app.add_option("--head-chunk", o.head_chunk, "prompt positions per head-pruning decision")
       ->capture_default_str()
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 24))
+      ->needs(heads);
   app.add_option("--head-score", o.head_score,
                  "head score: qk (query-key cosine), entropy (1 - attention entropy), vnorm "
                  "(attention-weighted |v|_1, VATP), a2sf (decayed accumulated attention), or "
                  "static (the ranking stored by squeeze heads -o: the same heads every chunk)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->needs(heads);
 }
 
 void enable_prefill_pruning(const model::Model& m, const PrefillOptions& o, model::Context& ctx) {

@@ -173,6 +173,11 @@ TEST_F(PrunePrefill, HeadsScoresDrawsAndStores) {
                                  "--head-score cosine", "pop_score_e"), "unknown head score");
   expect_clean_error(run_squeeze("run -m " + model_ + " -c 64 -p hi -n 1 --head-groups",
                                  "pop_groups_e"), "--head-groups needs --prefill-heads");
+  // Head-pruning options without head pruning are refused, not ignored.
+  expect_clean_error(run_squeeze("run -m " + model_ + " -c 64 -p hi -n 1 --head-chunk 64",
+                                 "pop_chunk_e"), "--head-chunk requires --prefill-heads");
+  expect_clean_error(run_squeeze("bench -m " + model_ + " -p 8 -n 0 --head-score qk",
+                                 "pop_hscore_e"), "--head-score requires --prefill-heads");
   expect_clean_error(run_squeeze("heads -m " + model_ + " -f " + calib_ + " --store x", "pop_store_e"),
                      "unknown head score");
   expect_clean_error(run_squeeze("heads -m " + model_ + " -f " + calib_ + " --ctx 32 --chunks 999",

@@ -19,6 +19,8 @@ int cmd_hellaswag(int argc, char** argv);
 int cmd_bench(int argc, char** argv);
 // squeeze quantize: round-to-nearest conversion between llama.cpp's block types.
 int cmd_quantize(int argc, char** argv);
+// squeeze prune: weight pruning, magnitude / Wanda / SparseGPT (cli/prune.cpp)
+int cmd_prune(int argc, char** argv);
 // squeeze sparsify: activation-sparsity thresholds (cli/sparsify.cpp)
 int cmd_sparsify(int argc, char** argv);
 // squeeze prune-prefill: the layer order POP skips in prefill (cli/prune_prefill.cpp)

@@ -133,6 +133,20 @@ void add_act_sparsity_option(CLI::App& app, ActSparsityOptions& o) {
       ->check(CLI::Range(0.0, 0.99));
 }
 
+LogLines::LogLines() : tty_(isatty(STDERR_FILENO) != 0) {}
+
+void LogLines::operator()(const std::string& line, bool transient) {
+  if (transient) {
+    if (!tty_) return;
+    std::fprintf(stderr, "\r%-100s", line.c_str());
+    transient_shown_ = true;
+    return;
+  }
+  if (transient_shown_) std::fputc('\r', stderr);
+  std::fprintf(stderr, "%-100s\n", line.c_str());
+  transient_shown_ = false;
+}
+
 int interrupted_exit(const std::exception& e, bool tty) {
   if (tty) std::fputc('\n', stderr);
   std::cerr << "error: " << e.what() << "\n";

@@ -107,6 +107,20 @@ std::string duration_text(double seconds);
 // `error: WHAT` and returns exit code 130.
 int interrupted_exit(const std::exception& e, bool tty);
 
+// The log of a compress command on stderr: lasting lines, and transient ones (progress) that
+// overwrite each other in place and are shown only on a terminal.
+class LogLines {
+ public:
+  LogLines();
+  void operator()(const std::string& line, bool transient);
+  // Whether a transient line is on screen (an error message must start a new line).
+  bool transient_shown() const { return transient_shown_; }
+
+ private:
+  bool tty_ = false;
+  bool transient_shown_ = false;
+};
+
 // Runs body and turns squeeze errors into one `error: ...` line and exit code 1.
 int guarded(const std::function<int()>& body);
 

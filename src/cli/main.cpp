@@ -23,6 +23,7 @@ constexpr Command kCommands[] = {
     {"hellaswag", squeeze::cli::cmd_hellaswag, "HellaSwag accuracy (llama-perplexity's scoring)"},
     {"bench", squeeze::cli::cmd_bench, "prompt and generation speed, GB/s and GFLOP/s"},
     {"quantize", squeeze::cli::cmd_quantize, "quantize a model (RTN, GPTQ; llama.cpp or squeeze types)"},
+    {"prune", squeeze::cli::cmd_prune, "prune weights (magnitude, Wanda, SparseGPT; N:M)"},
     {"sparsify", squeeze::cli::cmd_sparsify, "calibrate activation-sparsity thresholds (TEAL, CATS)"},
     {"prune-prefill", squeeze::cli::cmd_prune_prefill, "calibrate the layers POP skips in prefill"},
     {"heads", squeeze::cli::cmd_heads, "score every attention head (table, PNG heat map, ranking)"},

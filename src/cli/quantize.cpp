@@ -157,27 +157,14 @@ int cmd_quantize(int argc, char** argv) {
     if (embd_opt->count() > 0) qo.embd = compress::parse_type_choice(embd_type);
     if (out_type_opt->count() > 0) qo.output = compress::parse_type_choice(output_type);
     qo.cancel = &stop_requested();
-    const bool tty = isatty(STDERR_FILENO) != 0;
-    bool transient_shown = false;
-    qo.log = [&](const std::string& line, bool transient) {
-      if (transient) {
-        if (!tty) return;
-        std::fprintf(stderr, "\r%-100s", line.c_str());
-        transient_shown = true;
-        return;
-      }
-      if (transient_shown) std::fputc('\r', stderr);
-      std::fprintf(stderr, "%-100s\n", line.c_str());
-      transient_shown = false;
-    };
+    LogLines log;
+    qo.log = std::ref(log);
     const Timer timer;
     compress::QuantizeStats st;
     try {
       st = compress::quantize_model(resolve_model_path(in), out, qo, pool);
     } catch (const compress::Interrupted& e) {
-      if (transient_shown) std::fputc('\n', stderr);
-      std::cerr << "error: " << e.what() << "\n";
-      return 130;
+      return interrupted_exit(e, log.transient_shown());
     }
     std::fprintf(stderr,
                  "quantize: %s %s: %zu tensors (%zu by the method, %zu of another type, %zu "
@@ -190,7 +177,7 @@ int cmd_quantize(int argc, char** argv) {
                  out.c_str());
     if (is_gptq) {
       std::fprintf(stderr, "quantize: mean relative output error on the calibration inputs: "
-                   "gptq %.4g, rtn %.4g\n", st.mean_rel_error, st.mean_rel_error_rtn);
+                   "gptq %.4g, rtn %.4g\n", st.mean_rel_error, st.mean_rel_error_base);
     }
     return 0;
   });

@@ -51,6 +51,15 @@ void check_gptq_options(const GptqOptions& o) {
   }
   if (!(o.damp >= 0.0 && o.damp <= 1.0)) throw UsageError("--damp must be in [0, 1]");
   if (o.block <= 0 || o.block % 128 != 0) throw UsageError("GPTQ block must be a multiple of 128");
+  if (!o.prune.active()) return;
+  check_prune_spec(o.prune);
+  if (o.prune.method != PruneMethod::SparseGpt) {
+    throw Error("GPTQ prunes only by SparseGPT; magnitude and Wanda masks are set beforehand");
+  }
+  if (o.act_order) throw UsageError("pruning does not take --act-order");
+  if (!o.scheme.sym) {
+    throw UsageError("a pruned matrix needs a symmetric grid, where zero is a code (--sym)");
+  }
 }
 
 GptqStats gptq_quantize(const float* w, int64_t rows, int64_t cols, std::vector<double>& h,
@@ -59,6 +68,10 @@ GptqStats gptq_quantize(const float* w, int64_t rows, int64_t cols, std::vector<
   if (static_cast<int64_t>(h.size()) != cols * cols) throw Error("GPTQ: Hessian size mismatch");
   const QuantScheme& s = o.scheme;
   const Grid g = grid_for(s, st.type);
+  if (o.prune.nm() && cols % o.prune.m != 0) {
+    throw UsageError("rows of " + std::to_string(cols) + " weights do not split into groups of " +
+                     std::to_string(o.prune.m));
+  }
   const int64_t gs = st.group;
   const int64_t n_groups = cols / gs;
   GptqStats stats;
@@ -130,21 +143,48 @@ GptqStats gptq_quantize(const float* w, int64_t rows, int64_t cols, std::vector<
   std::vector<uint8_t> codes(static_cast<size_t>(rows * cols));  // in permuted column order
   const int64_t bs = o.block;
   std::vector<float> err(static_cast<size_t>(rows * bs));
+  // SparseGPT's mask of the current block, [rows, bs]: unstructured, the lowest w² / U_jj² of
+  // the whole block when it starts; N:M, per row when each group of m columns starts.
+  const PruneSpec& ps = o.prune;
+  std::vector<uint8_t> mask(ps.active() ? static_cast<size_t>(rows * bs) : 0);
+  std::vector<float> mask_scores(ps.active() && !ps.nm() ? static_cast<size_t>(rows * bs) : 0);
   for (int64_t i1 = 0; i1 < cols; i1 += bs) {
     const int64_t i2 = std::min(cols, i1 + bs);
+    const int64_t bw = i2 - i1;
+    std::fill(mask.begin(), mask.end(), 0);
+    if (ps.active() && !ps.nm()) {
+      pool.parallel_for(rows, 16, [&](int64_t r0, int64_t r1, int) {
+        for (int64_t r = r0; r < r1; ++r) {
+          for (int64_t i = i1; i < i2; ++i) {
+            const float u = hinv[i * cols + i];
+            mask_scores[r * bw + (i - i1)] = wk[r * cols + i] * wk[r * cols + i] / (u * u);
+          }
+        }
+      });
+      mark_lowest(mask_scores.data(), rows * bw, zeros_among(ps.sparsity, rows * bw), mask.data());
+    }
     // Within a block every row is independent: quantize a column, spread its error over the
     // rest of the block.
     pool.parallel_for(rows, 4, [&](int64_t r0, int64_t r1, int) {
       for (int64_t r = r0; r < r1; ++r) {
         float* wr = wk.data() + r * cols;
         GroupParams* pr = params.data() + r * n_groups;
+        uint8_t* mr = mask.data() + r * bw;  // unstructured: [r, i - i1] of [rows, bw]
+        float nm_scores[128];
         for (int64_t i = i1; i < i2; ++i) {
+          if (ps.nm() && (i - i1) % ps.m == 0) {
+            for (int64_t j = 0; j < ps.m; ++j) {
+              const float u = hinv[(i + j) * cols + i + j];
+              nm_scores[j] = wr[i + j] * wr[i + j] / (u * u);
+            }
+            mark_lowest(nm_scores, ps.m, ps.n, mr + (i - i1));
+          }
           const int64_t grp = perm[i] / gs;
           // Dynamic groups: set from the current (error-updated) weights of the group when
           // its first column comes up. (The reference code reads them from the weights as
           // of the block start; the updated ones are the ones being rounded.)
           if (!fixed_params && i % gs == 0) pr[grp] = choose_params(wr + i, gs, g, s.scale, clip);
-          const int c = quantize_code(wr[i], pr[grp], g);
+          const int c = ps.active() && mr[i - i1] ? g.zero : quantize_code(wr[i], pr[grp], g);
           codes[r * cols + i] = static_cast<uint8_t>(c);
           const float* hi = hinv.data() + i * cols;
           const float e = (wr[i] - dequant_code(c, pr[grp])) / hi[i];
@@ -153,6 +193,7 @@ GptqStats gptq_quantize(const float* w, int64_t rows, int64_t cols, std::vector<
         }
       }
     });
+    for (int64_t k = 0; k < rows * bw && ps.active(); ++k) stats.pruned += mask[k];
     // The lazy update of every later column: W[:, i2:] -= Err · H⁻¹[i1:i2, i2:].
     if (i2 < cols) {
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(rows),

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "compress/group_quant.h"
+#include "compress/prune.h"
 #include "core/thread_pool.h"
 
 namespace squeeze::compress {
@@ -26,16 +27,21 @@ struct GptqOptions {
   int64_t block = 128;    // columns per lazy-update block
   bool act_order = false;
   bool static_groups = false;
+  // SparseGPT (prune.h): method SparseGpt prunes in the same pass; None: plain GPTQ.
+  PruneSpec prune;
 };
 
 // Throws UsageError for option combinations GPTQ cannot honour (static groups without
 // act-order; act-order with groups but without static groups, which would need a per-column
-// group index and a gather of the input at run time; damp outside [0, 1]).
+// group index and a gather of the input at run time; damp outside [0, 1]; pruning other than
+// SparseGPT, pruning with act-order (N:M groups would not be the file's), or pruning into a
+// grid without an exact zero).
 void check_gptq_options(const GptqOptions& o);
 
 struct GptqStats {
   double damp_used = 0.0;      // the fraction finally added (raised when Cholesky failed)
   int64_t dead_columns = 0;    // columns whose input was always zero (set to zero)
+  int64_t pruned = 0;          // weights the SparseGPT mask set to zero
 };
 
 // Quantizes w ([rows, cols] row-major) with the Hessian h ([cols, cols] row-major, double;

@@ -10,6 +10,7 @@
 
 #include "compress/convert.h"
 #include "compress/output.h"
+#include "compress/prune.h"
 #include "compress/tensor_plan.h"
 #include "calib/calib.h"
 #include "core/timer.h"
@@ -26,6 +27,7 @@ using formats::DType;
 
 constexpr uint32_t kGgmlQuantizationVersion = 2;
 constexpr std::string_view kMetaPrefix = "squeeze.quantization.";
+constexpr std::string_view kPruneMetaPrefix = "squeeze.pruning.";
 
 enum class Action { Copy, Method, Convert };
 
@@ -152,21 +154,36 @@ QuantizeStats quantize_model(const std::string& model_path, const std::string& o
                              const QuantizeOptions& o, ThreadPool& pool) {
   const QuantScheme& scheme = o.gptq.scheme;
   check_scheme(scheme);
-  const bool gptq = o.method == QuantMethod::Gptq;
-  if (gptq) check_gptq_options(o.gptq);
+  const PruneSpec& pruning = o.prune;
+  check_prune_spec(pruning);
+  const bool sparsegpt = pruning.method == PruneMethod::SparseGpt;
+  if (pruning.active() && o.method != QuantMethod::Rtn) {
+    throw UsageError("pruning chooses its own quantizer (SparseGPT runs GPTQ's loop; magnitude "
+                     "and Wanda round to nearest)");
+  }
+  // GPTQ's loop runs for GPTQ and SparseGPT; a calibration for them and for Wanda.
+  GptqOptions gptq_opts = o.gptq;
+  if (sparsegpt) gptq_opts.prune = pruning;
+  const bool gptq = o.method == QuantMethod::Gptq || sparsegpt;
+  if (gptq) check_gptq_options(gptq_opts);
+  if (pruning.active() && !scheme.sym) {
+    throw UsageError("a pruned matrix needs a symmetric grid, where zero is a code (--sym)");
+  }
+  const bool calibrate = gptq || pruning.needs_hessian();
   auto log = [&](const std::string& line, bool transient) {
     if (o.log) o.log(line, transient);
   };
 
   std::unique_ptr<model::Model> m = model::Model::load(model_path);
   const gguf::File& src = m->file();
-  if (gptq && m->hparams().n_expert > 0) {
-    throw UsageError(src.path() + ": --method gptq does not calibrate a MoE model's experts yet "
-                     "(each expert's inputs are the tokens routed to it); use --method rtn");
+  if (calibrate && m->hparams().n_expert > 0) {
+    throw UsageError(src.path() + ": calibrated methods (gptq, wanda, sparsegpt) do not "
+                     "calibrate a MoE model's experts yet (each expert's inputs are the tokens "
+                     "routed to it); use --method rtn or magnitude");
   }
   check_output_path(src, out_path);
   std::string calib_text;
-  if (gptq) calib_text = calib::read_calibration_text(o.calib_path);
+  if (calibrate) calib_text = calib::read_calibration_text(o.calib_path);
 
   // --- the plan, checked in full before any work ---
   if (m->tied_output && o.embd && o.output) {
@@ -198,12 +215,16 @@ QuantizeStats quantize_model(const std::string& model_path, const std::string& o
       p.action = Action::Method;
       p.st = storage_for(scheme, t.shape[0]);
       p.type = p.st.type;
+      if (pruning.nm() && t.shape[0] % pruning.m != 0) {
+        throw UsageError("tensor '" + t.name + "': rows of " + std::to_string(t.shape[0]) +
+                         " weights do not split into groups of " + std::to_string(pruning.m));
+      }
     }
     plan.push_back(std::move(p));
   }
 
   calib::CalibSamples samples;
-  if (gptq) {
+  if (calibrate) {
     if (o.calib_ctx > m->hparams().n_ctx_train) {
       throw UsageError("--calib-ctx " + std::to_string(o.calib_ctx) + " exceeds the model's " +
                        std::to_string(m->hparams().n_ctx_train) + " tokens");
@@ -250,6 +271,15 @@ QuantizeStats quantize_model(const std::string& model_path, const std::string& o
 
   const Timer timer;
   size_t n_err = 0;
+  // Magnitude pruning then RTN: the baseline pruning methods are compared with.
+  auto magnitude_rtn = [&](std::vector<float> w, int64_t rows, int64_t cols, const Storage& st,
+                           void* dst) {
+    const PruneSpec mag{PruneMethod::Magnitude, pruning.sparsity, pruning.n, pruning.m};
+    const std::vector<float> sc = prune_scores(w.data(), rows, cols, PruneMethod::Magnitude, nullptr);
+    const std::vector<uint8_t> mask = row_mask(sc.data(), rows, cols, mag, pool);
+    for (size_t i = 0; i < w.size(); ++i) w[i] = mask[i] ? 0.0f : w[i];
+    quantize_rtn(w.data(), rows, cols, scheme, st, dst, pool);
+  };
   auto quantize_method = [&](Plan& p, const std::vector<double>* h) {
     const gguf::TensorInfo& t = *p.t;
     const int64_t cols = t.shape[0];
@@ -261,25 +291,47 @@ QuantizeStats quantize_model(const std::string& model_path, const std::string& o
                        (p.st.fallback ? " (group " + std::to_string(p.st.group) + ": row of " +
                                             std::to_string(cols) + ")"
                                       : "");
-    if (h == nullptr) {
-      quantize_rtn(w.data(), rows, cols, scheme, p.st, p.data.data(), pool);
-    } else {
+    uint64_t zeros = 0;
+    if (gptq) {
       std::vector<double> hw = *h;  // gptq_quantize consumes its copy
       const GptqStats gs =
-          gptq_quantize(w.data(), rows, cols, hw, o.gptq, p.st, p.data.data(), pool);
-      // The output error on the calibration inputs, against RTN with the same scheme.
-      const std::vector<float> wq = dequantize(p.type, p.data.data(), cols, rows, pool);
-      std::vector<uint8_t> rtn(p.data.size());
-      quantize_rtn(w.data(), rows, cols, scheme, p.st, rtn.data(), pool);
-      const std::vector<float> wr = dequantize(p.type, rtn.data(), cols, rows, pool);
-      const double e = relative_output_error(w.data(), wq.data(), rows, cols, *h);
-      const double er = relative_output_error(w.data(), wr.data(), rows, cols, *h);
-      stats.mean_rel_error += e;
-      stats.mean_rel_error_rtn += er;
-      ++n_err;
-      line += ": rel. output error " + fmt("%.4g", e) + " (rtn " + fmt("%.4g", er) + ")";
+          gptq_quantize(w.data(), rows, cols, hw, gptq_opts, p.st, p.data.data(), pool);
+      zeros = static_cast<uint64_t>(gs.pruned);
       if (gs.damp_used != o.gptq.damp) line += ", damp raised to " + fmt("%g", gs.damp_used);
       if (gs.dead_columns > 0) line += ", " + std::to_string(gs.dead_columns) + " dead columns";
+    } else if (pruning.active()) {
+      // Magnitude and Wanda: the mask first, then the remaining weights rounded.
+      std::vector<float> wm = w;
+      const std::vector<float> sc = prune_scores(w.data(), rows, cols, pruning.method, h);
+      const std::vector<uint8_t> mask = row_mask(sc.data(), rows, cols, pruning, pool);
+      for (size_t i = 0; i < wm.size(); ++i) {
+        zeros += mask[i];
+        if (mask[i]) wm[i] = 0.0f;
+      }
+      quantize_rtn(wm.data(), rows, cols, scheme, p.st, p.data.data(), pool);
+    } else {
+      quantize_rtn(w.data(), rows, cols, scheme, p.st, p.data.data(), pool);
+    }
+    if (pruning.active()) {
+      line += ", " + fmt("%.1f%% zeros", 100.0 * static_cast<double>(zeros) /
+                                              static_cast<double>(rows * cols));
+      stats.pruned_weights += zeros;
+    }
+    if (h != nullptr) {
+      // The output error on the calibration inputs, against the baseline: RTN with the same
+      // scheme for GPTQ, magnitude pruning for the pruning methods.
+      const std::vector<float> wq = dequantize(p.type, p.data.data(), cols, rows, pool);
+      std::vector<uint8_t> base(p.data.size());
+      if (pruning.active()) magnitude_rtn(w, rows, cols, p.st, base.data());
+      else quantize_rtn(w.data(), rows, cols, scheme, p.st, base.data(), pool);
+      const std::vector<float> wb = dequantize(p.type, base.data(), cols, rows, pool);
+      const double e = relative_output_error(w.data(), wq.data(), rows, cols, *h);
+      const double eb = relative_output_error(w.data(), wb.data(), rows, cols, *h);
+      stats.mean_rel_error += e;
+      stats.mean_rel_error_base += eb;
+      ++n_err;
+      line += ": rel. output error " + fmt("%.4g", e) + " (" +
+              (pruning.active() ? "magnitude " : "rtn ") + fmt("%.4g", eb) + ")";
     }
     log(line, false);
     ++stats.n_method;
@@ -288,7 +340,7 @@ QuantizeStats quantize_model(const std::string& model_path, const std::string& o
     stats.quantized_bytes += p.data.size();
   };
 
-  if (!gptq) {
+  if (!calibrate) {
     for (Plan& p : plan) {
       if (p.action == Action::Convert && p.data.empty()) {
         check_cancel();
@@ -338,7 +390,7 @@ QuantizeStats quantize_model(const std::string& model_path, const std::string& o
   }
   if (n_err > 0) {
     stats.mean_rel_error /= static_cast<double>(n_err);
-    stats.mean_rel_error_rtn /= static_cast<double>(n_err);
+    stats.mean_rel_error_base /= static_cast<double>(n_err);
   }
   check_cancel();
 
@@ -346,7 +398,9 @@ QuantizeStats quantize_model(const std::string& model_path, const std::string& o
   std::vector<std::string> skip_keys = {"split.no", "split.count", "split.tensors.count",
                                         "general.file_type", "general.quantization_version"};
   for (const gguf::KeyValue& kv : src.metadata()) {
-    if (kv.key.rfind(kMetaPrefix, 0) == 0) skip_keys.push_back(kv.key);
+    if (kv.key.starts_with(kMetaPrefix) || kv.key.starts_with(kPruneMetaPrefix)) {
+      skip_keys.push_back(kv.key);
+    }
   }
   const std::vector<std::string_view> skip(skip_keys.begin(), skip_keys.end());
   gguf::Writer w(src.alignment());
@@ -387,14 +441,36 @@ QuantizeStats quantize_model(const std::string& model_path, const std::string& o
     w.add_uint32(pre + "gptq.block", static_cast<uint32_t>(o.gptq.block));
     w.add_bool(pre + "gptq.act_order", o.gptq.act_order);
     w.add_bool(pre + "gptq.static_groups", o.gptq.static_groups);
-    w.add_string(pre + "calibration.file",
+    if (!pruning.active()) {
+      w.add_float32(pre + "gptq.mean_rel_output_error", static_cast<float>(stats.mean_rel_error));
+    }
+  }
+  // The calibration goes with the method that asked for it.
+  const std::string cal_pre = pruning.active() ? std::string(kPruneMetaPrefix) : pre;
+  if (calibrate) {
+    w.add_string(cal_pre + "calibration.file",
                  std::filesystem::path(o.calib_path).filename().string());
-    w.add_string(pre + "calibration.fnv1a64", samples.text_hash);
-    w.add_uint64(pre + "calibration.text_tokens", static_cast<uint64_t>(samples.text_tokens));
-    w.add_uint32(pre + "calibration.samples", static_cast<uint32_t>(o.calib_samples));
-    w.add_uint32(pre + "calibration.ctx", static_cast<uint32_t>(o.calib_ctx));
-    w.add_uint64(pre + "calibration.seed", o.seed);
-    w.add_float32(pre + "gptq.mean_rel_output_error", static_cast<float>(stats.mean_rel_error));
+    w.add_string(cal_pre + "calibration.fnv1a64", samples.text_hash);
+    w.add_uint64(cal_pre + "calibration.text_tokens", static_cast<uint64_t>(samples.text_tokens));
+    w.add_uint32(cal_pre + "calibration.samples", static_cast<uint32_t>(o.calib_samples));
+    w.add_uint32(cal_pre + "calibration.ctx", static_cast<uint32_t>(o.calib_ctx));
+    w.add_uint64(cal_pre + "calibration.seed", o.seed);
+  }
+  if (pruning.active()) {
+    w.add_string(cal_pre + "method", std::string(prune_method_name(pruning.method)));
+    w.add_string(cal_pre + "pattern", pruning.nm() ? "n:m" : "unstructured");
+    w.add_float32(cal_pre + "sparsity", static_cast<float>(pruning.fraction()));
+    if (pruning.nm()) {
+      w.add_uint32(cal_pre + "n", static_cast<uint32_t>(pruning.n));
+      w.add_uint32(cal_pre + "m", static_cast<uint32_t>(pruning.m));
+    }
+    w.add_uint64(cal_pre + "zeros", stats.pruned_weights);
+    w.add_uint64(cal_pre + "weights", stats.quantized_weights);
+    if (pruning.needs_hessian()) {
+      w.add_float32(cal_pre + "mean_rel_output_error", static_cast<float>(stats.mean_rel_error));
+      w.add_float32(cal_pre + "magnitude_mean_rel_output_error",
+                    static_cast<float>(stats.mean_rel_error_base));
+    }
   }
   for (const Plan& p : plan) {
     const gguf::TensorInfo& t = *p.t;

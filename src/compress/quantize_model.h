@@ -1,7 +1,8 @@
 // Calibrated quantization of a whole model: the weight matrices of every transformer block
 // (attn_q/k/v/output, ffn_gate/up/down) by round-to-nearest with a chosen scale method or by
 // GPTQ on Hessians from calibration text (calib.h, block by block on the already-quantized
-// model's activations); the embedding and output head by their own type (kept as they are by
+// model's activations), optionally pruned first or jointly (prune.h); the embedding and
+// output head by their own type (kept as they are by
 // default); any tensor by an override type chosen by regular expression. Provenance goes into
 // squeeze.quantization.* metadata. Output through a temporary file (output.h).
 #pragma once
@@ -47,11 +48,15 @@ TensorTypeOverride parse_tensor_type(std::string_view spec);
 struct QuantizeOptions {
   QuantMethod method = QuantMethod::Rtn;
   GptqOptions gptq;  // gptq.scheme is the scheme of both methods
+  // Pruning of the method's matrices before (magnitude, Wanda: masks, then RTN) or during
+  // (SparseGPT: GPTQ's loop with the mask) their quantization; needs method Rtn and a
+  // symmetric scheme. Provenance in squeeze.pruning.*.
+  PruneSpec prune;
   std::vector<TensorTypeOverride> overrides;  // first match wins
   // --embd-type and --output-type; unset: not given. See type_rule() for who wins.
   std::optional<TypeChoice> embd;    // token_embd.weight
   std::optional<TypeChoice> output;  // the output head: output.weight, or token_embd.weight if tied
-  // Calibration (GPTQ only).
+  // Calibration (GPTQ, Wanda and SparseGPT).
   std::string calib_path;
   int64_t calib_samples = 128;
   int64_t calib_ctx = 512;
@@ -70,8 +75,11 @@ struct QuantizeStats {
   uint64_t bytes_out = 0;
   uint64_t quantized_weights = 0;  // elements written by the method
   uint64_t quantized_bytes = 0;    // their bytes
-  double mean_rel_error = 0.0;     // GPTQ: mean over matrices of ||ΔW X||² / ||W X||²
-  double mean_rel_error_rtn = 0.0; // the same for RTN with the same scheme, for comparison
+  double mean_rel_error = 0.0;     // calibrated: mean over matrices of ||ΔW X||² / ||W X||²
+  // The same for the baseline the method is compared with: RTN with the same scheme for
+  // GPTQ; magnitude pruning (then RTN) for Wanda and SparseGPT.
+  double mean_rel_error_base = 0.0;
+  uint64_t pruned_weights = 0;     // weights the pruning set to zero
 };
 
 // What sets a tensor's type instead of the method, in llama-quantize's order (llama_tensor_get_type

@@ -86,6 +86,7 @@ class QuantizeCli : public ::testing::Test {
     std::sort(out.begin(), out.end());
     return out;
   }
+  void expect_calibration_stops(const std::string& command, const std::vector<std::string>& args);
 
   fs::path dir_;
   std::string model_;
@@ -141,9 +142,10 @@ TEST_F(QuantizeCli, InterruptLeavesNothingBehind) {
   EXPECT_EQ(work_files(), std::vector<std::string>{"tiny.gguf"});
 }
 
-// GPTQ stops between calibration samples: an interrupt during the Hessian pass of the first
-// block ends the run promptly, with no file.
-TEST_F(QuantizeCli, GptqInterruptLeavesNothingBehind) {
+// Calibrated methods stop between calibration samples: an interrupt during the Hessian pass
+// of the first block ends the run promptly, with no file. `args` follow the command name.
+void QuantizeCli::expect_calibration_stops(const std::string& command,
+                                           const std::vector<std::string>& args) {
   const fs::path real = squeeze::testing::default_model();
   SQUEEZE_REQUIRE_FILE(real.string());
   const fs::path calib = dir_ / "calib.txt";
@@ -152,10 +154,11 @@ TEST_F(QuantizeCli, GptqInterruptLeavesNothingBehind) {
     for (int i = 0; i < 2000; ++i) c << "The quick brown fox " << i << " jumps over the lazy dog. ";
   }
   const fs::path err = dir_ / "stderr.txt";
-  const pid_t pid = spawn({"quantize", "-m", real.string(), "-o", (dir_ / "work" / "g.gguf").string(),
-                           "--method", "gptq", "--bits", "3", "--group-size", "64", "--calib",
-                           calib.string(), "--calib-samples", "64", "--threads", "2"},
-                          dir_ / "stdout.txt", err);
+  std::vector<std::string> argv = {command, "-m", real.string(), "-o",
+                                   (dir_ / "work" / "g.gguf").string(), "--calib", calib.string(),
+                                   "--calib-samples", "64", "--threads", "2"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  const pid_t pid = spawn(argv, dir_ / "stdout.txt", err);
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   while (slurp(err).find("calibration:") == std::string::npos &&
          std::chrono::steady_clock::now() < deadline) {
@@ -178,6 +181,14 @@ TEST_F(QuantizeCli, GptqInterruptLeavesNothingBehind) {
   EXPECT_LT(waited, kStopSeconds) << "took " << waited << " s to stop";
   EXPECT_NE(text.find("error: interrupted; no output written"), std::string::npos) << text;
   EXPECT_EQ(work_files(), std::vector<std::string>{"tiny.gguf"});
+}
+
+TEST_F(QuantizeCli, GptqInterruptLeavesNothingBehind) {
+  expect_calibration_stops("quantize", {"--method", "gptq", "--bits", "3", "--group-size", "64"});
+}
+
+TEST_F(QuantizeCli, PruneInterruptLeavesNothingBehind) {
+  expect_calibration_stops("prune", {"--method", "sparsegpt", "--sparsity", "0.5"});
 }
 
 }  // namespace

@@ -1,0 +1,123 @@
+// squeeze prune: unstructured or N:M pruning of every block's weight matrices by magnitude,
+// Wanda or SparseGPT (compress/prune.h), stored densely in a symmetric type (q8_0 by default,
+// q4_0 / sq types with --bits) through quantize_model, so llama.cpp loads the result.
+// Progress on stderr; Ctrl-C (SIGINT) or SIGTERM stops and leaves no output behind.
+#include <cstdio>
+
+#include "cli/commands.h"
+#include "cli/common.h"
+#include "compress/output.h"
+#include "compress/quantize_model.h"
+#include "core/error.h"
+#include "core/timer.h"
+
+namespace squeeze::cli {
+
+int cmd_prune(int argc, char** argv) {
+  CLI::App app{"Prune the weight matrices of every block (attention and feed-forward) to a "
+               "fraction of zeros (--sparsity) or an N:M pattern (--pattern: N zeros in every M "
+               "consecutive weights of a row), by magnitude, Wanda (|w| times the input norm) or "
+               "SparseGPT (with the weights that stay updated through the inverse Hessian, "
+               "jointly with quantization to --bits), calibrated block by block on the pruned "
+               "model's own activations. The pruned matrices are stored densely in a symmetric "
+               "type where zero is exact: q8_0 by default, q4_0 with --bits 4, squeeze's sq "
+               "types for other groups. An existing OUT is replaced (only once the new file is "
+               "complete).",
+               "squeeze prune"};
+  std::string in, out, method_name, pattern, scale_name = "absmax";
+  std::vector<std::string> tensor_types;
+  compress::QuantizeOptions qo;
+  compress::QuantScheme& scheme = qo.gptq.scheme;
+  scheme.bits = 8;
+  scheme.sym = true;
+  int threads = 0;
+  app.add_option("-m,--model", in, "input GGUF file (default: models/" +
+                                       std::string(kDefaultModelFile) + ")");
+  app.add_option("-o,--output", out, "output GGUF file")->required();
+  app.add_option("--method", method_name, "magnitude, wanda or sparsegpt")->required();
+  auto* sparsity_opt = app.add_option("--sparsity", qo.prune.sparsity,
+                                      "fraction of each matrix's weights set to zero, in (0, 1)");
+  auto* pattern_opt = app.add_option("--pattern", pattern,
+                                     "N:M instead of --sparsity: N zeros in every M weights "
+                                     "(2:4, 4:8; M divides 128)")
+                          ->excludes(sparsity_opt);
+  sparsity_opt->excludes(pattern_opt);
+  app.add_option("--bits", scheme.bits, "bits of the stored weights: 2, 3, 4 or 8 (default 8)");
+  app.add_option("--group-size", scheme.group,
+                 "weights per scale: 32, 64, 128, or -1 for one per row (default 32)");
+  app.add_option("--scale", scale_name, "absmax or mse (default absmax)");
+  auto* damp_opt = app.add_option("--damp", qo.gptq.damp,
+                                  "SparseGPT damping, fraction of the mean Hessian diagonal "
+                                  "(default 0.01)");
+  qo.calib_path = "../shared/data/wikitext-2/valid.txt";
+  auto* calib_opt = app.add_option("--calib", qo.calib_path,
+                                   "calibration text of wanda and sparsegpt (default "
+                                   "../shared/data/wikitext-2/valid.txt)");
+  auto* samples_opt = app.add_option("--calib-samples", qo.calib_samples,
+                                     "calibration samples (default 128)")
+                          ->check(CLI::Range(1, 1 << 20));
+  auto* cctx_opt = app.add_option("--calib-ctx", qo.calib_ctx,
+                                  "tokens per calibration sample (default 512)")
+                       ->check(CLI::Range(2, 1 << 20));
+  auto* seed_opt = app.add_option("--seed", qo.seed, "calibration sampling seed (default 0)");
+  app.add_option("--tensor-type", tensor_types,
+                 "REGEX=TYPE: tensors whose name matches get TYPE (a plain type, or keep) and "
+                 "are not pruned; repeatable, first match wins");
+  app.add_option("-t,--threads", threads, "threads (default: all cores)")->check(CLI::Range(0, 1024));
+  if (auto rc = parse(app, argc, argv)) return *rc;
+
+  StopOnSignal stop_on_signal;
+  return guarded([&] {
+    qo.prune.method = compress::parse_prune_method(method_name);
+    if (sparsity_opt->count() == 0 && pattern_opt->count() == 0) {
+      throw UsageError("give --sparsity F or --pattern N:M");
+    }
+    if (pattern_opt->count() > 0) compress::parse_nm_pattern(pattern, qo.prune);
+    compress::check_prune_spec(qo.prune);
+    const bool calibrated = qo.prune.needs_hessian();
+    for (const CLI::Option* opt : {calib_opt, samples_opt, cctx_opt, seed_opt}) {
+      if (opt->count() > 0 && !calibrated) {
+        throw UsageError(opt->get_name() + " is only used by --method wanda or sparsegpt");
+      }
+    }
+    if (damp_opt->count() > 0 && qo.prune.method != compress::PruneMethod::SparseGpt) {
+      throw UsageError("--damp is only used by --method sparsegpt");
+    }
+    scheme.scale = compress::parse_scale_method(scale_name);
+    if (scheme.scale != compress::ScaleMethod::Absmax && scheme.scale != compress::ScaleMethod::Mse) {
+      throw UsageError("--scale: pruning takes absmax or mse");
+    }
+    compress::check_scheme(scheme);
+    for (const std::string& spec : tensor_types) {
+      qo.overrides.push_back(compress::parse_tensor_type(spec));
+    }
+    ThreadPool pool(threads > 0 ? threads : ThreadPool::default_threads());
+    qo.cancel = &stop_requested();
+    LogLines log;
+    qo.log = std::ref(log);
+    const Timer timer;
+    compress::QuantizeStats st;
+    try {
+      st = compress::quantize_model(resolve_model_path(in), out, qo, pool);
+    } catch (const compress::Interrupted& e) {
+      return interrupted_exit(e, log.transient_shown());
+    }
+    const std::string method(compress::prune_method_name(qo.prune.method));
+    std::fprintf(stderr,
+                 "prune: %s %s, stored %s: %zu matrices, %.2f%% of their weights zero, "
+                 "%.2f MiB -> %.2f MiB in %.1f s, %d threads -> %s\n",
+                 method.c_str(), compress::prune_pattern_text(qo.prune).c_str(),
+                 compress::scheme_text(scheme).c_str(), st.n_method,
+                 st.quantized_weights ? 100.0 * st.pruned_weights / st.quantized_weights : 0.0,
+                 st.bytes_in / 1048576.0, st.bytes_out / 1048576.0, timer.seconds(), pool.size(),
+                 out.c_str());
+    if (calibrated) {
+      std::fprintf(stderr, "prune: mean relative output error on the calibration inputs: "
+                   "%s %.4g, magnitude %.4g\n", method.c_str(), st.mean_rel_error,
+                   st.mean_rel_error_base);
+    }
+    return 0;
+  });
+}
+
+}  // namespace squeeze::cli

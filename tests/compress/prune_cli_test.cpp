@@ -1,0 +1,162 @@
+// `squeeze prune` through the binary, on the tiny model: the pruned file has the asked zeros in
+// every pruned matrix, carries its provenance and runs; calibrated methods record their
+// calibration; every bad option is one clear error before any work, with no file left behind.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "cli_run.h"
+#include "formats/format.h"
+#include "gguf/gguf.h"
+#include "tiny_model.h"
+
+namespace squeeze {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::run_squeeze;
+
+class PruneCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("squeeze_prune_" + std::to_string(::getpid()));
+    fs::create_directories(dir_);
+    model_ = (dir_ / "tiny.gguf").string();
+    testing::write_tiny_model(model_);
+    calib_ = (dir_ / "calib.txt").string();
+    std::ofstream c(calib_);
+    for (int i = 0; i < 300; ++i) c << "The quick brown fox " << i << " jumps over the lazy dog. ";
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  std::string out(const std::string& name) const { return (dir_ / name).string(); }
+  std::string base() const { return "prune -m " + model_ + " -t 2 "; }
+  std::string calib() const { return "--calib " + calib_ + " --calib-samples 4 --calib-ctx 32 "; }
+  size_t n_files() const {
+    return static_cast<size_t>(std::distance(fs::directory_iterator(dir_), fs::directory_iterator()));
+  }
+
+  fs::path dir_;
+  std::string model_, calib_;
+};
+
+// Zeros in each span of a tensor's rows (span = the row for unstructured, m for N:M): the
+// fewest found, and the total.
+std::pair<int64_t, int64_t> zeros_per_span(const gguf::TensorInfo& t, int64_t span) {
+  const int64_t cols = t.shape[0], rows = t.n_elements / cols;
+  const size_t rb = formats::row_bytes(t.type, cols);
+  std::vector<float> row(static_cast<size_t>(cols));
+  int64_t fewest = span, total = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    formats::kernels(t.type, Isa::Scalar)
+        .dequantize_row(static_cast<const uint8_t*>(t.data) + r * rb, row.data(), cols);
+    for (int64_t c = 0; c < cols; c += span) {
+      const auto z = std::count(row.begin() + c, row.begin() + c + span, 0.0f);
+      fewest = std::min<int64_t>(fewest, z);
+      total += z;
+    }
+  }
+  return {fewest, total};
+}
+
+TEST_F(PruneCli, MagnitudeZeroesHalfOfEveryRowAndRecordsIt) {
+  const std::string o = out("mag.gguf");
+  const auto r = run_squeeze(base() + "-o " + o + " --method magnitude --sparsity 0.5", "pr_mag");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.err.find("blk.0.attn_q.weight 8-bit g32 sym absmax -> q8_0, 50.0% zeros"),
+            std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("50.00% of their weights zero"), std::string::npos) << r.err;
+  const gguf::File f = gguf::File::open(o);
+  EXPECT_EQ(f.require_string("squeeze.pruning.method"), "magnitude");
+  EXPECT_EQ(f.require_string("squeeze.pruning.pattern"), "unstructured");
+  EXPECT_EQ(f.require_int("squeeze.pruning.zeros") * 2, f.require_int("squeeze.pruning.weights"));
+  EXPECT_EQ(f.find("squeeze.pruning.calibration.samples"), nullptr);  // magnitude needs none
+  for (const char* name : {"blk.0.attn_q.weight", "blk.1.ffn_down.weight", "blk.0.ffn_up.weight"}) {
+    const gguf::TensorInfo* t = f.find_tensor(name);
+    ASSERT_NE(t, nullptr) << name;
+    EXPECT_EQ(t->type, formats::DType::Q8_0) << name;
+    EXPECT_GE(zeros_per_span(*t, t->shape[0]).first, t->shape[0] / 2) << name;
+  }
+  // The embedding is not pruned: the source's bytes.
+  const gguf::File src = gguf::File::open(model_);
+  const gguf::TensorInfo* e = f.find_tensor("token_embd.weight");
+  const gguf::TensorInfo* se = src.find_tensor("token_embd.weight");
+  ASSERT_EQ(e->n_bytes, se->n_bytes);
+  EXPECT_EQ(std::memcmp(e->data, se->data, e->n_bytes), 0);
+  const auto g = run_squeeze("run -m " + o + " -p hello -n 4 --temp 0 --ctx 64", "pr_mag_run");
+  EXPECT_EQ(g.rc, 0) << g.err;
+  const auto i = run_squeeze("inspect " + o, "pr_mag_inspect");
+  EXPECT_NE(i.out.find("squeeze.pruning.method"), std::string::npos) << i.out;
+}
+
+TEST_F(PruneCli, WandaNmRecordsItsCalibration) {
+  const std::string o = out("wanda.gguf");
+  const auto r = run_squeeze(base() + "-o " + o + " --method wanda --pattern 2:4 " + calib() +
+                                 "--tensor-type 'blk\\.1\\.attn_v=keep'",
+                             "pr_wanda");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.err.find("mean relative output error on the calibration inputs: wanda"),
+            std::string::npos) << r.err;
+  const gguf::File f = gguf::File::open(o);
+  EXPECT_EQ(f.require_string("squeeze.pruning.method"), "wanda");
+  EXPECT_EQ(f.require_string("squeeze.pruning.pattern"), "n:m");
+  EXPECT_EQ(f.require_int("squeeze.pruning.n"), 2);
+  EXPECT_EQ(f.require_int("squeeze.pruning.m"), 4);
+  EXPECT_EQ(f.require_int("squeeze.pruning.calibration.samples"), 4);
+  EXPECT_EQ(f.require_int("squeeze.pruning.calibration.ctx"), 32);
+  EXPECT_EQ(f.find("squeeze.quantization.calibration.samples"), nullptr);
+  const gguf::TensorInfo* q = f.find_tensor("blk.0.attn_q.weight");
+  EXPECT_GE(zeros_per_span(*q, 4).first, 2);
+  // A kept tensor is the source's, unpruned.
+  EXPECT_EQ(f.find_tensor("blk.1.attn_v.weight")->type, gguf::File::open(model_).find_tensor("blk.1.attn_v.weight")->type);
+}
+
+TEST_F(PruneCli, SparseGptJointWithFourBitsIsAPlainQ4_0File) {
+  const std::string o = out("sgpt.gguf");
+  const auto r = run_squeeze(base() + "-o " + o + " --method sparsegpt --sparsity 0.5 --bits 4 " +
+                                 calib(),
+                             "pr_sgpt");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.err.find("rel. output error"), std::string::npos) << r.err;
+  const gguf::File f = gguf::File::open(o);
+  EXPECT_EQ(f.require_string("squeeze.pruning.method"), "sparsegpt");
+  EXPECT_EQ(f.require_string("squeeze.quantization.method"), "gptq");
+  EXPECT_EQ(f.require_int("general.file_type"), 2);  // every pruned matrix is q4_0
+  EXPECT_EQ(f.require_int("squeeze.pruning.zeros") * 2, f.require_int("squeeze.pruning.weights"));
+  const gguf::TensorInfo* t = f.find_tensor("blk.0.ffn_down.weight");
+  EXPECT_EQ(t->type, formats::DType::Q4_0);
+  EXPECT_GE(zeros_per_span(*t, t->shape[0]).second * 2, t->n_elements);
+  const auto g = run_squeeze("run -m " + o + " -p hello -n 4 --temp 0 --ctx 64", "pr_sgpt_run");
+  EXPECT_EQ(g.rc, 0) << g.err;
+}
+
+TEST_F(PruneCli, BadOptionsAreOneClearErrorBeforeAnyWork) {
+  const std::string o = "-o " + out("bad.gguf") + " ";
+  const std::pair<std::string, std::string> cases[] = {
+      {o + "--sparsity 0.5", "--method is required"},
+      {o + "--method magnitude", "give --sparsity F or --pattern N:M"},
+      {o + "--method obs --sparsity 0.5", "unknown pruning method 'obs'"},
+      {o + "--method magnitude --sparsity 1", "--sparsity must be in (0, 1)"},
+      {o + "--method magnitude --sparsity 0.5 --pattern 2:4", "excludes"},
+      {o + "--method magnitude --pattern 4:4", "1 <= N < M"},
+      {o + "--method magnitude --pattern 2:5", "M to divide 128"},
+      {o + "--method magnitude --pattern two", "--pattern wants N:M"},
+      {o + "--method magnitude --pattern 2:128", "do not split into groups of 128"},
+      {o + "--method magnitude --sparsity 0.5 --calib " + calib_, "--calib is only used by --method wanda or sparsegpt"},
+      {o + "--method wanda --sparsity 0.5 --damp 0.1", "--damp is only used by --method sparsegpt"},
+      {o + "--method magnitude --sparsity 0.5 --bits 5", "--bits must be 2, 3, 4 or 8"},
+      {o + "--method magnitude --sparsity 0.5 --scale kl", "pruning takes absmax or mse"},
+      {o + "--method wanda --sparsity 0.5 --calib " + out("missing.txt"), "cannot read calibration text"},
+  };
+  for (const auto& [args, needle] : cases) {
+    SCOPED_TRACE(args);
+    testing::expect_clean_error(run_squeeze(base() + args, "pr_bad"), needle);
+  }
+  EXPECT_EQ(n_files(), 2u);  // tiny.gguf and calib.txt only
+}
+
+}  // namespace
+}  // namespace squeeze

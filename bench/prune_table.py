@@ -93,8 +93,12 @@ def main():
         save()
         print(f"{label}: {r}", file=sys.stderr, flush=True)
     hs_key = f"hellaswag{a.hellaswag_tasks}"
-    if a.hellaswag_tasks > 0:  # phase 2: HellaSwag, base first
-        for label, command, _, args in [("base", None, None, None)] + chosen:
+    if a.hellaswag_tasks > 0:  # phase 2: HellaSwag, base and the 50% rows first
+        first = ("base", "magnitude-50", "wanda-50", "sparsegpt-50", "gptq-q4_0",
+                 "sparsegpt-50-q4_0")
+        order = sorted([("base", None, None, None)] + chosen,
+                       key=lambda c: first.index(c[0]) if c[0] in first else len(first))
+        for label, command, _, args in order:
             if hs_key in res[label]:
                 continue
             path = a.model if label == "base" else make(label, command, args)[0]

@@ -42,6 +42,16 @@ int cmd_prune(int argc, char** argv) {
                                      "(2:4, 4:8; M divides 128)")
                           ->excludes(sparsity_opt);
   sparsity_opt->excludes(pattern_opt);
+  app.add_option("--layer-sparsity", qo.layer_sparsity,
+                 "RANGES=F: layers 0-based (e.g. 0-3,7=0.3) pruned to F instead of --sparsity; "
+                 "repeatable, a later item wins");
+  app.add_flag("--owl", qo.owl.on,
+               "OWL: per-layer sparsity from each layer's outlier ratio on the dense model "
+               "(layers with more outliers keep more weights), averaging --sparsity");
+  auto* owl_m_opt = app.add_option("--owl-m", qo.owl.m,
+                                   "OWL: an outlier scores above M times its layer's mean (default 5)");
+  auto* owl_l_opt = app.add_option("--owl-lambda", qo.owl.lambda,
+                                   "OWL: layers' sparsities within +-lambda of --sparsity (default 0.08)");
   app.add_option("--bits", scheme.bits, "bits of the stored weights: 2, 3, 4 or 8 (default 8)");
   app.add_option("--group-size", scheme.group,
                  "weights per scale: 32, 64, 128, or -1 for one per row (default 32)");
@@ -82,6 +92,9 @@ int cmd_prune(int argc, char** argv) {
     }
     if (damp_opt->count() > 0 && qo.prune.method != compress::PruneMethod::SparseGpt) {
       throw UsageError("--damp is only used by --method sparsegpt");
+    }
+    for (const CLI::Option* opt : {owl_m_opt, owl_l_opt}) {
+      if (opt->count() > 0 && !qo.owl.on) throw UsageError(opt->get_name() + " needs --owl");
     }
     scheme.scale = compress::parse_scale_method(scale_name);
     if (scheme.scale != compress::ScaleMethod::Absmax && scheme.scale != compress::ScaleMethod::Mse) {

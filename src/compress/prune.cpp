@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <charconv>
 #include <cmath>
 #include <numeric>
 
 #include "core/error.h"
+#include "core/layer_ranges.h"
 
 namespace squeeze::compress {
 
@@ -71,6 +73,71 @@ void check_prune_spec(const PruneSpec& s) {
   if (!(s.sparsity > 0.0 && s.sparsity < 1.0)) {
     throw UsageError("--sparsity must be in (0, 1)");
   }
+}
+
+PruneSpec PruneSpec::for_layer(int64_t il) const {
+  PruneSpec s = *this;
+  s.layer_sparsity.clear();
+  if (il >= 0 && il < static_cast<int64_t>(layer_sparsity.size())) s.sparsity = layer_sparsity[il];
+  return s;
+}
+
+double outlier_ratio(const std::vector<const std::vector<float>*>& scores, double m) {
+  double sum = 0.0;
+  int64_t n = 0;
+  for (const auto* v : scores) {
+    for (const float x : *v) sum += x;
+    n += static_cast<int64_t>(v->size());
+  }
+  if (n == 0) return 0.0;
+  const double limit = m * sum / static_cast<double>(n);
+  int64_t above = 0;
+  for (const auto* v : scores) {
+    for (const float x : *v) above += x > limit;
+  }
+  return static_cast<double>(above) / static_cast<double>(n);
+}
+
+std::vector<double> owl_sparsities(const std::vector<double>& ratios, double target,
+                                   double lambda) {
+  if (ratios.empty()) return {};
+  const auto [lo, hi] = std::minmax_element(ratios.begin(), ratios.end());
+  const double span = *hi - *lo;
+  std::vector<double> d(ratios.size(), 0.0);
+  double mean = 0.0;
+  for (size_t i = 0; i < ratios.size(); ++i) {
+    d[i] = span > 0.0 ? (ratios[i] - *lo) / span * 2.0 * lambda : 0.0;
+    mean += d[i] / static_cast<double>(ratios.size());
+  }
+  std::vector<double> s(ratios.size());
+  for (size_t i = 0; i < ratios.size(); ++i) {
+    s[i] = std::clamp(target - (d[i] - mean), 0.0, 0.999);
+  }
+  return s;
+}
+
+std::vector<double> parse_layer_sparsity(const std::vector<std::string>& items, int64_t n_layer,
+                                         double base) {
+  std::vector<double> s(static_cast<size_t>(n_layer), base);
+  for (const std::string& item : items) {
+    const size_t eq = item.rfind('=');
+    double f = -1.0;
+    if (eq != std::string::npos) {
+      const char* b = item.data() + eq + 1;
+      const auto [end, ec] = std::from_chars(b, item.data() + item.size(), f);
+      if (ec != std::errc() || end != item.data() + item.size() || b == end) f = -1.0;
+    }
+    if (eq == std::string::npos || !(f > 0.0 && f < 1.0)) {
+      throw UsageError("--layer-sparsity wants RANGES=F with F in (0, 1), e.g. 0-9=0.3 (got '" +
+                       item + "')");
+    }
+    const std::vector<uint8_t> set =
+        parse_layer_ranges(std::string_view(item).substr(0, eq), n_layer, "--layer-sparsity");
+    for (int64_t il = 0; il < n_layer; ++il) {
+      if (set[il]) s[il] = f;
+    }
+  }
+  return s;
 }
 
 std::string prune_pattern_text(const PruneSpec& s) {

@@ -34,7 +34,12 @@ struct PruneSpec {
   double sparsity = 0.0;  // unstructured: the fraction of zeros, in (0, 1)
   int n = 0;              // N:M: n zeros in every m consecutive weights of a row
   int m = 0;              // 0: unstructured
+  // Per-layer fractions (unstructured), [n_layer]; empty: every layer at `sparsity`. Set from
+  // --layer-sparsity or by OWL (owl_sparsities).
+  std::vector<double> layer_sparsity;
   bool active() const { return method != PruneMethod::None; }
+  // This spec with layer il's fraction (il < 0: a matrix outside the blocks, the uniform one).
+  PruneSpec for_layer(int64_t il) const;
   bool nm() const { return m > 0; }
   bool needs_hessian() const { return method == PruneMethod::Wanda || method == PruneMethod::SparseGpt; }
   // The fraction of zeros the pattern sets.
@@ -46,6 +51,27 @@ void parse_nm_pattern(std::string_view text, PruneSpec& spec);
 // Throws UsageError for a spec that cannot be honoured: sparsity outside (0, 1), n outside
 // [1, m), m not dividing 128 (SparseGPT's block).
 void check_prune_spec(const PruneSpec& s);
+// OWL (Yin et al., 2023, "Outlier Weighed Layerwise Sparsity"): layers with more outliers
+// (weights whose Wanda score, or |w| for magnitude, exceeds m times their layer's mean score)
+// keep more weights. The layers' outlier ratios, scaled to a spread of 2 * lambda, shifted so
+// their mean density is 1 - target: layer il's sparsity = target - (d_il - mean d), each within
+// [target - lambda, target + lambda].
+struct OwlOptions {
+  bool on = false;
+  double m = 5.0;
+  double lambda = 0.08;
+};
+// The fraction of scores[0..n) above m times their mean.
+double outlier_ratio(const std::vector<const std::vector<float>*>& scores, double m);
+std::vector<double> owl_sparsities(const std::vector<double>& outlier_ratios, double target,
+                                   double lambda);
+
+// Per-layer fractions from repeatable "RANGES=F" items (--layer-sparsity 0-9=0.3; ranges as in
+// core/layer_ranges.h; a later item wins where they overlap), every other layer at `base`.
+// Throws UsageError.
+std::vector<double> parse_layer_sparsity(const std::vector<std::string>& items, int64_t n_layer,
+                                         double base);
+
 // "50% unstructured" / "2:4".
 std::string prune_pattern_text(const PruneSpec& s);
 

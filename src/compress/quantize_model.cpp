@@ -154,8 +154,18 @@ QuantizeStats quantize_model(const std::string& model_path, const std::string& o
                              const QuantizeOptions& o, ThreadPool& pool) {
   const QuantScheme& scheme = o.gptq.scheme;
   check_scheme(scheme);
-  const PruneSpec& pruning = o.prune;
+  PruneSpec pruning = o.prune;  // with its per-layer fractions once the model is read
   check_prune_spec(pruning);
+  const bool per_layer = !o.layer_sparsity.empty() || o.owl.on;
+  if (per_layer && (!pruning.active() || pruning.nm())) {
+    throw UsageError("--layer-sparsity and --owl set the fractions of unstructured pruning");
+  }
+  if (!o.layer_sparsity.empty() && o.owl.on) {
+    throw UsageError("--layer-sparsity and --owl both set the per-layer fractions; give one");
+  }
+  if (o.owl.on && !(o.owl.m > 0.0 && o.owl.lambda >= 0.0 && o.owl.lambda < 0.5)) {
+    throw UsageError("--owl-m must be positive and --owl-lambda in [0, 0.5)");
+  }
   const bool sparsegpt = pruning.method == PruneMethod::SparseGpt;
   if (pruning.active() && o.method != QuantMethod::Rtn) {
     throw UsageError("pruning chooses its own quantizer (SparseGPT runs GPTQ's loop; magnitude "
@@ -166,6 +176,7 @@ QuantizeStats quantize_model(const std::string& model_path, const std::string& o
   if (sparsegpt) gptq_opts.prune = pruning;
   const bool gptq = o.method == QuantMethod::Gptq || sparsegpt;
   if (gptq) check_gptq_options(gptq_opts);
+  gptq_opts.prune = {};  // each matrix gets its layer's
   if (pruning.active() && !scheme.sym) {
     throw UsageError("a pruned matrix needs a symmetric grid, where zero is a code (--sym)");
   }
@@ -182,6 +193,10 @@ QuantizeStats quantize_model(const std::string& model_path, const std::string& o
                      "routed to it); use --method rtn or magnitude");
   }
   check_output_path(src, out_path);
+  const int64_t n_layer = m->hparams().n_layer;
+  if (!o.layer_sparsity.empty()) {
+    pruning.layer_sparsity = parse_layer_sparsity(o.layer_sparsity, n_layer, pruning.sparsity);
+  }
   std::string calib_text;
   if (calibrate) calib_text = calib::read_calibration_text(o.calib_path);
 
@@ -273,8 +288,9 @@ QuantizeStats quantize_model(const std::string& model_path, const std::string& o
   size_t n_err = 0;
   // Magnitude pruning then RTN: the baseline pruning methods are compared with.
   auto magnitude_rtn = [&](std::vector<float> w, int64_t rows, int64_t cols, const Storage& st,
-                           void* dst) {
-    const PruneSpec mag{PruneMethod::Magnitude, pruning.sparsity, pruning.n, pruning.m};
+                           const PruneSpec& spec, void* dst) {
+    PruneSpec mag = spec;
+    mag.method = PruneMethod::Magnitude;
     const std::vector<float> sc = prune_scores(w.data(), rows, cols, PruneMethod::Magnitude, nullptr);
     const std::vector<uint8_t> mask = row_mask(sc.data(), rows, cols, mag, pool);
     for (size_t i = 0; i < w.size(); ++i) w[i] = mask[i] ? 0.0f : w[i];
@@ -292,18 +308,20 @@ QuantizeStats quantize_model(const std::string& model_path, const std::string& o
                                             std::to_string(cols) + ")"
                                       : "");
     uint64_t zeros = 0;
+    const PruneSpec spec = pruning.for_layer(p.layer);
     if (gptq) {
       std::vector<double> hw = *h;  // gptq_quantize consumes its copy
-      const GptqStats gs =
-          gptq_quantize(w.data(), rows, cols, hw, gptq_opts, p.st, p.data.data(), pool);
+      GptqOptions go = gptq_opts;
+      if (sparsegpt) go.prune = spec;
+      const GptqStats gs = gptq_quantize(w.data(), rows, cols, hw, go, p.st, p.data.data(), pool);
       zeros = static_cast<uint64_t>(gs.pruned);
       if (gs.damp_used != o.gptq.damp) line += ", damp raised to " + fmt("%g", gs.damp_used);
       if (gs.dead_columns > 0) line += ", " + std::to_string(gs.dead_columns) + " dead columns";
     } else if (pruning.active()) {
       // Magnitude and Wanda: the mask first, then the remaining weights rounded.
       std::vector<float> wm = w;
-      const std::vector<float> sc = prune_scores(w.data(), rows, cols, pruning.method, h);
-      const std::vector<uint8_t> mask = row_mask(sc.data(), rows, cols, pruning, pool);
+      const std::vector<float> sc = prune_scores(w.data(), rows, cols, spec.method, h);
+      const std::vector<uint8_t> mask = row_mask(sc.data(), rows, cols, spec, pool);
       for (size_t i = 0; i < wm.size(); ++i) {
         zeros += mask[i];
         if (mask[i]) wm[i] = 0.0f;
@@ -322,7 +340,7 @@ QuantizeStats quantize_model(const std::string& model_path, const std::string& o
       // scheme for GPTQ, magnitude pruning for the pruning methods.
       const std::vector<float> wq = dequantize(p.type, p.data.data(), cols, rows, pool);
       std::vector<uint8_t> base(p.data.size());
-      if (pruning.active()) magnitude_rtn(w, rows, cols, p.st, base.data());
+      if (pruning.active()) magnitude_rtn(w, rows, cols, p.st, spec, base.data());
       else quantize_rtn(w.data(), rows, cols, scheme, p.st, base.data(), pool);
       const std::vector<float> wb = dequantize(p.type, base.data(), cols, rows, pool);
       const double e = relative_output_error(w.data(), wq.data(), rows, cols, *h);
@@ -340,6 +358,57 @@ QuantizeStats quantize_model(const std::string& model_path, const std::string& o
     stats.quantized_bytes += p.data.size();
   };
 
+  // Plans of each layer's matrices, by layer, in the manifest's order.
+  const std::span<const model::LayerMatrix> manifest = m->arch().layer_matrices;
+  std::vector<std::vector<Plan*>> by_layer(n_layer, std::vector<Plan*>(manifest.size()));
+  for (Plan& p : plan) {
+    if (p.layer_matrix != nullptr && p.layer < n_layer) {
+      by_layer[p.layer][static_cast<size_t>(p.layer_matrix - manifest.data())] = &p;
+    }
+  }
+  const auto progress = [&](int64_t il, const char* phase, int64_t done, int64_t total) {
+    log("block " + std::to_string(il + 1) + "/" + std::to_string(n_layer) + ": " + phase + " " +
+            std::to_string(done) + "/" + std::to_string(total) + " samples, " +
+            fmt("%.0f s", timer.seconds()),
+        true);
+  };
+
+  if (o.owl.on) {
+    // OWL's outlier ratio of every layer on the dense model (Wanda's scores on its own
+    // activations when the method calibrates, |w| otherwise), then the layers' fractions.
+    std::vector<double> ratio(static_cast<size_t>(n_layer), 0.0);
+    const auto layer_ratio = [&](int64_t il, const calib::BlockHessians* hs) {
+      std::vector<std::vector<float>> scores;
+      for (size_t k = 0; k < manifest.size(); ++k) {
+        const Plan* p = by_layer[il][k];
+        if (p == nullptr || p->action != Action::Method) continue;
+        check_cancel();
+        const int64_t cols = p->t->shape[0], rows = tensor_rows(*p->t);
+        const std::vector<float> w = dequantize(p->t->type, p->t->data, cols, rows, pool);
+        scores.push_back(prune_scores(w.data(), rows, cols,
+                                      hs ? PruneMethod::Wanda : PruneMethod::Magnitude,
+                                      hs ? &hs->of(manifest[k].input) : nullptr));
+      }
+      std::vector<const std::vector<float>*> views;
+      for (const auto& v : scores) views.push_back(&v);
+      ratio[il] = outlier_ratio(views, o.owl.m);
+    };
+    if (calibrate) {
+      log("owl: outlier ratios on the dense model's activations", false);
+      calib::Calibrator dense(*m, samples.samples, pool);
+      const auto apply = [&](int64_t il, const calib::BlockHessians& hs) { layer_ratio(il, &hs); };
+      if (!dense.for_each_block(apply, progress, o.cancel)) check_cancel();
+    } else {
+      for (int64_t il = 0; il < n_layer; ++il) layer_ratio(il, nullptr);
+    }
+    pruning.layer_sparsity = owl_sparsities(ratio, pruning.sparsity, o.owl.lambda);
+    for (int64_t il = 0; il < n_layer; ++il) {
+      log("owl: layer " + std::to_string(il) + " outliers " + fmt("%.3f%%", 100.0 * ratio[il]) +
+              ", sparsity " + fmt("%.3f", pruning.layer_sparsity[il]),
+          false);
+    }
+  }
+
   if (!calibrate) {
     for (Plan& p : plan) {
       if (p.action == Action::Convert && p.data.empty()) {
@@ -355,21 +424,6 @@ QuantizeStats quantize_model(const std::string& model_path, const std::string& o
             std::to_string(o.calib_ctx) + " tokens from " + o.calib_path + " (" +
             std::to_string(samples.text_tokens) + " tokens)", false);
     calib::Calibrator cal(*m, samples.samples, pool);
-    const int64_t n_layer = m->hparams().n_layer;
-    // Plans of each layer's matrices, by layer, in the manifest's order.
-    const std::span<const model::LayerMatrix> manifest = m->arch().layer_matrices;
-    std::vector<std::vector<Plan*>> by_layer(n_layer, std::vector<Plan*>(manifest.size()));
-    for (Plan& p : plan) {
-      if (p.layer_matrix != nullptr && p.layer < n_layer) {
-        by_layer[p.layer][static_cast<size_t>(p.layer_matrix - manifest.data())] = &p;
-      }
-    }
-    const auto progress = [&](int64_t il, const char* phase, int64_t done, int64_t total) {
-      log("block " + std::to_string(il + 1) + "/" + std::to_string(n_layer) + ": " + phase + " " +
-              std::to_string(done) + "/" + std::to_string(total) + " samples, " +
-              fmt("%.0f s", timer.seconds()),
-          true);
-    };
     const auto apply = [&](int64_t il, const calib::BlockHessians& hs) {
       for (size_t k = 0; k < manifest.size(); ++k) {
         Plan* p = by_layer[il][k];
@@ -460,6 +514,14 @@ QuantizeStats quantize_model(const std::string& model_path, const std::string& o
     w.add_string(cal_pre + "method", std::string(prune_method_name(pruning.method)));
     w.add_string(cal_pre + "pattern", pruning.nm() ? "n:m" : "unstructured");
     w.add_float32(cal_pre + "sparsity", static_cast<float>(pruning.fraction()));
+    if (!pruning.layer_sparsity.empty()) {
+      w.add_float32_array(cal_pre + "layer_sparsity",
+                          {pruning.layer_sparsity.begin(), pruning.layer_sparsity.end()});
+    }
+    if (o.owl.on) {
+      w.add_float32(cal_pre + "owl.m", static_cast<float>(o.owl.m));
+      w.add_float32(cal_pre + "owl.lambda", static_cast<float>(o.owl.lambda));
+    }
     if (pruning.nm()) {
       w.add_uint32(cal_pre + "n", static_cast<uint32_t>(pruning.n));
       w.add_uint32(cal_pre + "m", static_cast<uint32_t>(pruning.m));

@@ -52,6 +52,10 @@ struct QuantizeOptions {
   // (SparseGPT: GPTQ's loop with the mask) their quantization; needs method Rtn and a
   // symmetric scheme. Provenance in squeeze.pruning.*.
   PruneSpec prune;
+  // --layer-sparsity items ("RANGES=F", prune.h), or OWL's allocation (an extra calibration
+  // pass on the dense model for Wanda and SparseGPT); unstructured only.
+  std::vector<std::string> layer_sparsity;
+  OwlOptions owl;
   std::vector<TensorTypeOverride> overrides;  // first match wins
   // --embd-type and --output-type; unset: not given. See type_rule() for who wins.
   std::optional<TypeChoice> embd;    // token_embd.weight

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "core/layer_ranges.h"
 
 namespace squeeze::sparsity {
 
@@ -24,16 +25,6 @@ constexpr const char* kHeadsScores = "squeeze.heads.scores";
 constexpr const char* kHeadsFile = "squeeze.heads.calib.file";
 constexpr const char* kHeadsChunks = "squeeze.heads.calib.chunks";
 constexpr const char* kHeadsCtx = "squeeze.heads.calib.ctx";
-
-int64_t parse_int(std::string_view s, std::string_view spec) {
-  int64_t v = 0;
-  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (s.empty() || ec != std::errc() || end != s.data() + s.size()) {
-    throw UsageError("--prefill-skip '" + std::string(spec) + "': '" + std::string(s) +
-                     "' is not a layer number");
-  }
-  return v;
-}
 
 }  // namespace
 
@@ -123,21 +114,7 @@ std::vector<uint8_t> parse_prefill_skip(std::string_view spec, int64_t n_layer,
     for (int64_t i = 0; i < k; ++i) set[plan.order[i]] = 1;
     return set;
   }
-  size_t start = 0;
-  while (start <= spec.size()) {
-    const size_t comma = std::min(spec.find(',', start), spec.size());
-    const std::string_view item = spec.substr(start, comma - start);
-    const size_t dash = item.find('-');
-    const int64_t a = parse_int(item.substr(0, dash), spec);
-    const int64_t b = dash == std::string_view::npos ? a : parse_int(item.substr(dash + 1), spec);
-    if (a < 0 || b >= n_layer || a > b) {
-      throw UsageError("--prefill-skip '" + std::string(spec) + "': '" + std::string(item) +
-                       "' is not a range of layers 0.." + std::to_string(n_layer - 1));
-    }
-    for (int64_t il = a; il <= b; ++il) set[il] = 1;
-    start = comma + 1;
-  }
-  return set;
+  return parse_layer_ranges(spec, n_layer, "--prefill-skip");
 }
 
 std::string prefill_skip_text(const std::vector<uint8_t>& set) {

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -133,6 +134,32 @@ TEST_F(PruneCli, SparseGptJointWithFourBitsIsAPlainQ4_0File) {
   EXPECT_EQ(g.rc, 0) << g.err;
 }
 
+TEST_F(PruneCli, OwlAndLayerSparsitySetEachLayersFraction) {
+  const std::string o = out("owl.gguf");
+  const auto r = run_squeeze(base() + "-o " + o + " --method wanda --sparsity 0.5 --owl " +
+                                 "--owl-m 3 --owl-lambda 0.1 " + calib(),
+                             "pr_owl");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.err.find("owl: layer 1 outliers"), std::string::npos) << r.err;
+  const gguf::File f = gguf::File::open(o);
+  EXPECT_NEAR(f.require_float("squeeze.pruning.owl.lambda"), 0.1, 1e-6);
+  const std::vector<float> s = f.get_float_array("squeeze.pruning.layer_sparsity");
+  ASSERT_EQ(s.size(), 2u);
+  EXPECT_NEAR((s[0] + s[1]) / 2, 0.5, 1e-6);
+  EXPECT_NEAR(std::fabs(s[0] - s[1]), 0.2, 1e-6);  // two layers: the whole spread
+  const std::string o2 = out("layers.gguf");
+  const auto r2 = run_squeeze(base() + "-o " + o2 + " --method magnitude --sparsity 0.5 " +
+                                  "--layer-sparsity 1=0.25",
+                              "pr_layers");
+  ASSERT_EQ(r2.rc, 0) << r2.err;
+  const gguf::File f2 = gguf::File::open(o2);
+  const gguf::TensorInfo* q0 = f2.find_tensor("blk.0.ffn_up.weight");
+  const gguf::TensorInfo* q1 = f2.find_tensor("blk.1.ffn_up.weight");
+  EXPECT_GE(zeros_per_span(*q0, q0->shape[0]).first, q0->shape[0] / 2);
+  EXPECT_GE(zeros_per_span(*q1, q1->shape[0]).first, q1->shape[0] / 4);
+  EXPECT_LT(zeros_per_span(*q1, q1->shape[0]).second, q1->n_elements / 3);
+}
+
 TEST_F(PruneCli, BadOptionsAreOneClearErrorBeforeAnyWork) {
   const std::string o = "-o " + out("bad.gguf") + " ";
   const std::pair<std::string, std::string> cases[] = {
@@ -150,6 +177,12 @@ TEST_F(PruneCli, BadOptionsAreOneClearErrorBeforeAnyWork) {
       {o + "--method magnitude --sparsity 0.5 --bits 5", "--bits must be 2, 3, 4 or 8"},
       {o + "--method magnitude --sparsity 0.5 --scale kl", "pruning takes absmax or mse"},
       {o + "--method wanda --sparsity 0.5 --calib " + out("missing.txt"), "cannot read calibration text"},
+      {o + "--method magnitude --pattern 2:4 --owl", "set the fractions of unstructured pruning"},
+      {o + "--method magnitude --sparsity 0.5 --owl --layer-sparsity 0=0.2", "give one"},
+      {o + "--method magnitude --sparsity 0.5 --owl-m 3", "--owl-m needs --owl"},
+      {o + "--method magnitude --sparsity 0.5 --owl --owl-lambda 0.7", "--owl-lambda in [0, 0.5)"},
+      {o + "--method magnitude --sparsity 0.5 --layer-sparsity 2=0.3", "not a range of layers 0..1"},
+      {o + "--method magnitude --sparsity 0.5 --layer-sparsity 1", "RANGES=F"},
   };
   for (const auto& [args, needle] : cases) {
     SCOPED_TRACE(args);

@@ -19,8 +19,8 @@ namespace {
 
 using formats::DType;
 
-PruneSpec unstructured(PruneMethod m, double s) { return {m, s, 0, 0}; }
-PruneSpec nm(PruneMethod m, int n, int mm) { return {m, 0.0, n, mm}; }
+PruneSpec unstructured(PruneMethod m, double s) { return {m, s, 0, 0, {}}; }
+PruneSpec nm(PruneMethod m, int n, int mm) { return {m, 0.0, n, mm, {}}; }
 
 // Every row (or every group of m) has exactly the asked zeros, and each zero's score is at most
 // every kept score of its row (group).
@@ -148,6 +148,40 @@ TEST(Prune, SparseGptBeatsWandaBeatsMagnitudeOnCorrelatedInputs) {
     }
     const auto zeros = std::count(sgpt.w.begin(), sgpt.w.end(), 0.0f);
     EXPECT_GE(zeros, rows * cols / 2);
+  }
+}
+
+TEST(Prune, OwlGivesLayersWithMoreOutliersMoreWeights) {
+  // Outlier ratios: the fraction above m times the mean, over all of a layer's matrices.
+  const std::vector<float> a = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 30};  // mean 3.5: one above 2x
+  const std::vector<float> b = {1, 1, 1, 1};
+  EXPECT_DOUBLE_EQ(outlier_ratio({&a}, 2.0), 1.0 / 12);
+  EXPECT_DOUBLE_EQ(outlier_ratio({&a, &b}, 2.0), 1.0 / 16);  // mean 34 / 16
+  EXPECT_DOUBLE_EQ(outlier_ratio({&b}, 2.0), 0.0);
+  const std::vector<double> ratios = {0.01, 0.05, 0.03, 0.01};
+  const std::vector<double> s = owl_sparsities(ratios, 0.5, 0.08);
+  ASSERT_EQ(s.size(), 4u);
+  double mean = 0.0;
+  for (double x : s) mean += x / 4;
+  EXPECT_NEAR(mean, 0.5, 1e-12);                // the target on average
+  EXPECT_NEAR(s[0] - s[1], 0.16, 1e-12);        // spread 2 * lambda, fewest outliers pruned most
+  EXPECT_NEAR(s[0], s[3], 1e-12);
+  EXPECT_LT(s[2], s[0]);
+  EXPECT_GT(s[2], s[1]);
+  EXPECT_EQ(owl_sparsities({0.02, 0.02}, 0.6, 0.1), (std::vector<double>{0.6, 0.6}));
+  PruneSpec spec = unstructured(PruneMethod::Wanda, 0.5);
+  spec.layer_sparsity = s;
+  EXPECT_DOUBLE_EQ(spec.for_layer(1).sparsity, s[1]);
+  EXPECT_DOUBLE_EQ(spec.for_layer(-1).sparsity, 0.5);  // outside the blocks: uniform
+  EXPECT_TRUE(spec.for_layer(2).layer_sparsity.empty());
+}
+
+TEST(Prune, LayerSparsityItems) {
+  EXPECT_EQ(parse_layer_sparsity({"0-1=0.3", "1,3=0.7"}, 5, 0.5),
+            (std::vector<double>{0.3, 0.7, 0.5, 0.7, 0.5}));
+  for (const char* bad : {"0-1", "0-1=1", "0-1=x", "5=0.3", "=0.3", "1-0=0.2"}) {
+    SCOPED_TRACE(bad);
+    EXPECT_THROW(parse_layer_sparsity({bad}, 5, 0.5), UsageError);
   }
 }
 

@@ -52,6 +52,10 @@ int cmd_prune(int argc, char** argv) {
                                    "OWL: an outlier scores above M times its layer's mean (default 5)");
   auto* owl_l_opt = app.add_option("--owl-lambda", qo.owl.lambda,
                                    "OWL: layers' sparsities within +-lambda of --sparsity (default 0.08)");
+  app.add_flag("--packed", qo.packed,
+               "store the pruned matrices as sp8_50 (squeeze's packed sparse q8_0: 16 of every 32 "
+               "weights and a bitmap, 22 bytes instead of 34; decode reads only those); needs "
+               "--pattern N:M with N >= M/2, M dividing 32, and 8 bits; llama.cpp cannot read it");
   app.add_option("--bits", scheme.bits, "bits of the stored weights: 2, 3, 4 or 8 (default 8)");
   app.add_option("--group-size", scheme.group,
                  "weights per scale: 32, 64, 128, or -1 for one per row (default 32)");

@@ -14,6 +14,7 @@
 #include "compress/tensor_plan.h"
 #include "calib/calib.h"
 #include "core/timer.h"
+#include "formats/sparse.h"
 #include "formats/sq.h"
 #include "model/arch.h"
 #include "model/model.h"
@@ -181,6 +182,13 @@ QuantizeStats quantize_model(const std::string& model_path, const std::string& o
     throw UsageError("a pruned matrix needs a symmetric grid, where zero is a code (--sym)");
   }
   const bool calibrate = gptq || pruning.needs_hessian();
+  if (o.packed && !(pruning.nm() && 2 * pruning.n >= pruning.m && 32 % pruning.m == 0)) {
+    throw UsageError("--packed stores at most 16 of every 32 weights: it needs --pattern N:M with "
+                     "N >= M / 2 and M dividing 32 (2:4, 4:8, 8:16, 16:32)");
+  }
+  if (o.packed && !(scheme.bits == 8 && scheme.group == 32)) {
+    throw UsageError("--packed stores q8_0's codes: it needs --bits 8 --group-size 32");
+  }
   auto log = [&](const std::string& line, bool transient) {
     if (o.log) o.log(line, transient);
   };
@@ -351,6 +359,19 @@ QuantizeStats quantize_model(const std::string& model_path, const std::string& o
       line += ": rel. output error " + fmt("%.4g", e) + " (" +
               (pruning.active() ? "magnitude " : "rtn ") + fmt("%.4g", eb) + ")";
     }
+    if (o.packed) {
+      // The q8_0 rows repacked: the same codes and scales, the pruned zeros left out.
+      std::vector<uint8_t> packed(formats::row_bytes(DType::SP8_50, cols) * static_cast<size_t>(rows));
+      const size_t qrb = formats::row_bytes(p.type, cols), prb = packed.size() / rows;
+      for (int64_t r = 0; r < rows; ++r) {
+        if (!formats::sp8_from_q8_0(p.data.data() + r * qrb, packed.data() + r * prb, cols)) {
+          throw Error(t.name + ": a block keeps more than 16 weights after pruning");
+        }
+      }
+      p.type = DType::SP8_50;
+      p.data = std::move(packed);
+      line += ", packed as sp8_50";
+    }
     log(line, false);
     ++stats.n_method;
     stats.n_fallback += p.st.fallback ? 1 : 0;
@@ -468,7 +489,7 @@ QuantizeStats quantize_model(const std::string& model_path, const std::string& o
     if (method_type && *method_type != p.type) one_type = false;
     method_type = p.type;
   }
-  if (method_type && one_type && !formats::is_sq(*method_type)) {
+  if (method_type && one_type && !formats::is_sq(*method_type) && *method_type != DType::SP8_50) {
     w.add_uint32("general.file_type", target_type(*method_type).llama_ftype);
   }
   const std::string pre(kMetaPrefix);
@@ -513,6 +534,7 @@ QuantizeStats quantize_model(const std::string& model_path, const std::string& o
   if (pruning.active()) {
     w.add_string(cal_pre + "method", std::string(prune_method_name(pruning.method)));
     w.add_string(cal_pre + "pattern", pruning.nm() ? "n:m" : "unstructured");
+    w.add_string(cal_pre + "storage", o.packed ? "sp8_50" : "dense");
     w.add_float32(cal_pre + "sparsity", static_cast<float>(pruning.fraction()));
     if (!pruning.layer_sparsity.empty()) {
       w.add_float32_array(cal_pre + "layer_sparsity",

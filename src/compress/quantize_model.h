@@ -56,6 +56,9 @@ struct QuantizeOptions {
   // pass on the dense model for Wanda and SparseGPT); unstructured only.
   std::vector<std::string> layer_sparsity;
   OwlOptions owl;
+  // Store the pruned matrices in the packed sparse format sp8_50 (formats/sparse.h) instead of
+  // q8_0: needs 8-bit g32 symmetric and an N:M pattern with N >= M / 2, M dividing 32.
+  bool packed = false;
   std::vector<TensorTypeOverride> overrides;  // first match wins
   // --embd-type and --output-type; unset: not given. See type_rule() for who wins.
   std::optional<TypeChoice> embd;    // token_embd.weight

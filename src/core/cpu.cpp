@@ -38,6 +38,11 @@ bool cpu_has_avx512() {
          __builtin_cpu_supports("avx512vnni");
 }
 
+bool cpu_has_avx512_vbmi2() {
+  __builtin_cpu_init();
+  return cpu_has_avx512() && __builtin_cpu_supports("avx512vbmi2");
+}
+
 // CPUID leaf 7 EDX: AMX-BF16 bit 22, AMX-TILE bit 24, AMX-INT8 bit 25. XCR0 bits 17
 // (XTILECFG) and 18 (XTILEDATA): the OS saves the tile state. Linux then hands the 8 KiB of tile
 // data out per process on request (arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)); a

@@ -18,6 +18,9 @@ Isa active_isa();
 std::string_view isa_name(Isa isa);
 bool cpu_has_avx2();
 bool cpu_has_avx512();  // implies cpu_has_avx2()
+// AVX-512 plus VBMI2 (byte compress / expand: Ice Lake, Sapphire Rapids, Zen 4 and later), which
+// the packed sparse format's AVX-512 kernel uses (formats/sparse.h).
+bool cpu_has_avx512_vbmi2();
 // AVX-512 plus AMX-TILE, AMX-INT8 and AMX-BF16 in CPUID, the tile state enabled in XCR0, and
 // the kernel's permission to use it (arch_prctl ARCH_REQ_XCOMP_PERM, Linux 5.16+), asked for
 // once per process. False on other systems.

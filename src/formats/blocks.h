@@ -56,6 +56,16 @@ struct BlockQ8_0 {
 };
 static_assert(sizeof(BlockQ8_0) == 34);
 
+// SP8_50 (squeeze's, sparse.h): a block of Q8_0 with at most 16 non-zero codes. Bit j of the
+// little-endian uint32 `mask` says x[j] is kept; the kept codes, in order of j, are qs[0..k)
+// (k = popcount(mask) <= 16, qs[k..16) zero), x[j] = d * code. 22 bytes for 32 weights.
+struct BlockSp8 {
+  uint8_t mask[4];
+  f16_t d;
+  int8_t qs[kBlock32 / 2];
+};
+static_assert(sizeof(BlockSp8) == 22);
+
 // Q8_1 (activations for Q4_1/Q5_1): x[j] = d * qs[j]; s = d * sum(qs), rounded to half, so
 // the min term of a Q4_1 dot product costs one multiply per block.
 struct BlockQ8_1 {

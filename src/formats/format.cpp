@@ -19,12 +19,14 @@ namespace {
 constexpr uint32_t kGgmlIds = 64;  // ggml ids at or above this are unknown
 constexpr uint32_t kSqFirstId = static_cast<uint32_t>(DType::SQ2_G32);
 constexpr uint32_t kSqIds = static_cast<uint32_t>(DType::SQ4_G128) - kSqFirstId + 1;
-constexpr uint32_t kSlots = kGgmlIds + kSqIds;
+constexpr uint32_t kSp8Id = static_cast<uint32_t>(DType::SP8_50);
+constexpr uint32_t kSlots = kGgmlIds + kSqIds + 1;
 
 // The slot of a type id, or kSlots for an unknown one.
 constexpr uint32_t slot(uint32_t id) {
   if (id < kGgmlIds) return id;
   if (id >= kSqFirstId && id - kSqFirstId < kSqIds) return kGgmlIds + (id - kSqFirstId);
+  if (id == kSp8Id) return kGgmlIds + kSqIds;
   return kSlots;
 }
 constexpr uint32_t slot(DType type) { return slot(static_cast<uint32_t>(type)); }
@@ -54,6 +56,7 @@ constexpr FormatInfo kFormats[] = {
     {DType::SQ4_G32, "sq4_g32", 32, 20, true, DType::Q8_1},
     {DType::SQ4_G64, "sq4_g64", 64, 36, true, DType::Q8_1},
     {DType::SQ4_G128, "sq4_g128", 128, 68, true, DType::Q8_1},
+    {DType::SP8_50, "sp8_50", 32, 22, true, DType::Q8_0},
     // Known to ggml, not supported here.
     {DType::Q2_K, "q2_K", 256, 84, false, DType::Q8_K},
     {DType::Q3_K, "q3_K", 256, 110, false, DType::Q8_K},
@@ -131,6 +134,8 @@ KernelTable make_scalar_table() {
   t[slot(DType::Q4_K)].gemm = gemm_q4_k;
   t[slot(DType::Q6_K)].gemm = gemm_q6_k;
   for_each_sq([&](DType type) { sq_kernels(type, t[slot(type)]); });
+  set(t, DType::SP8_50, {dequantize_sp8_50, quantize_sp8_50, vec_dot_sp8_50});
+  t[slot(DType::SP8_50)].quantize_row_ref = quantize_sp8_50;
   return t;
 }
 
@@ -201,6 +206,7 @@ KernelTable make_avx512_table() {
   at(DType::Q8_0).gemm_repacked = gemm_q8_0_blocks;
   at(DType::F16).gemm = gemm_f16;
   for_each_sq([&](DType type) { at(type).gemm = sq_gemm(type); });
+  if (cpu_has_avx512_vbmi2()) at(DType::SP8_50).gemm = gemm_sp8_50;
 #endif
   return t;
 }

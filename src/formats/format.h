@@ -60,6 +60,9 @@ enum class DType : uint32_t {
   SQ4_G32 = 1006,
   SQ4_G64 = 1007,
   SQ4_G128 = 1008,
+  // squeeze's packed sparse 8-bit format (sparse.h): at most 16 of every 32 weights kept, a
+  // bitmap saying which, Q8_0's scale and codes. llama.cpp cannot read it.
+  SP8_50 = 1100,
 };
 
 // Static facts about a format: what a GGUF reader needs to size and validate tensors.

@@ -73,6 +73,11 @@ void quantize_q8_k(const float* src, void* dst, int64_t n);
 // The sq{B}_g{G} formats (scalar_sq.cpp): sets dequantize_row, vec_dot, and quantize_row =
 // quantize_row_ref (round to nearest against each group's min and max) of the sq format t.
 void sq_kernels(DType t, Kernels& k);
+// The packed sparse format SP8_50 (scalar_sparse.cpp, sparse.h): Q8_0 codes from floats with
+// the 16 largest |x| of a block kept; vec_dot in vec_dot_q8_0_blocks's order.
+void quantize_sp8_50(const float* src, void* dst, int64_t n);
+void dequantize_sp8_50(const void* src, float* dst, int64_t n);
+float vec_dot_sp8_50(int64_t n, const void* w, const void* x);
 }  // namespace scalar
 
 // AVX2 + FMA + F16C. Quantizers exist only for the activation formats (bit-identical to the
@@ -145,6 +150,10 @@ void gemm_f16(int64_t n, const void* w, size_t ws, int64_t n_rows, const void* x
 // AVX-512 F/BW/VL + VNNI (avx512_gemm.cpp): the tiled products, bit-identical to the AVX2 ones
 // (F16: within float rounding).
 namespace avx512 {
+// SP8_50 x Q8_0 on AVX-512 + VBMI2 (avx512_sparse.cpp): scalar::vec_dot_sp8_50, bit for bit,
+// 8 rows per step.
+void gemm_sp8_50(int64_t n, const void* w, size_t ws, int64_t n_rows, const void* x, size_t xs,
+                 int64_t n_tokens, float* y, int64_t ys);
 // The tiled product of the sq format t (null for another format), bit-identical to the AVX2 one.
 GemmFn sq_gemm(DType t);
 // avx2::gemm_q6_k on VNNI, bit-identical (avx512_k.cpp).

@@ -1,6 +1,7 @@
 #include "model/loader.h"
 
 #include "core/error.h"
+#include "formats/sparse.h"
 #include "model/names.h"
 
 namespace squeeze::model {
@@ -26,6 +27,13 @@ void require_computable(const gguf::File& f, const gguf::TensorInfo& t, const st
   if (!info.supported) {
     throw FormatError(f.path() + ": tensor '" + name + "' has type " + std::string(info.name) +
                       ", which squeeze cannot compute with yet");
+  }
+  // The packed sparse kernels take every block's 16 codes as given: a block that keeps another
+  // count is a corrupt file, not something to compute with.
+  if (t.type == formats::DType::SP8_50 &&
+      !formats::sp8_valid(t.data, t.n_elements / info.block_size)) {
+    throw FormatError(f.path() + ": tensor '" + name + "' has an sp8_50 block that does not keep "
+                      "exactly 16 weights");
   }
 }
 

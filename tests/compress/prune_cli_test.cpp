@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include "cli_run.h"
+#include "core/cpu.h"
 #include "formats/format.h"
 #include "gguf/gguf.h"
 #include "tiny_model.h"
@@ -160,6 +161,55 @@ TEST_F(PruneCli, OwlAndLayerSparsitySetEachLayersFraction) {
   EXPECT_LT(zeros_per_span(*q1, q1->shape[0]).second, q1->n_elements / 3);
 }
 
+// --packed stores the same codes without the zeros: the file is smaller, and on the AVX-512
+// tiers (block order, both formats) the model computes the same bits as the dense q8_0 file.
+TEST_F(PruneCli, PackedIsTheDenseFileWithoutItsZeros) {
+  const std::string dense = out("dense.gguf"), packed = out("packed.gguf");
+  const std::string args = " --method magnitude --pattern 2:4";
+  ASSERT_EQ(run_squeeze(base() + "-o " + dense + args, "pr_dense").rc, 0);
+  const auto r = run_squeeze(base() + "-o " + packed + args + " --packed", "pr_packed");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.err.find("packed as sp8_50"), std::string::npos) << r.err;
+  const gguf::File fd = gguf::File::open(dense), fp = gguf::File::open(packed);
+  EXPECT_EQ(fp.require_string("squeeze.pruning.storage"), "sp8_50");
+  EXPECT_EQ(fd.require_string("squeeze.pruning.storage"), "dense");
+  EXPECT_EQ(fp.find("general.file_type"), nullptr);  // no llama.cpp type describes it
+  for (const char* name : {"blk.0.attn_q.weight", "blk.1.ffn_down.weight"}) {
+    const gguf::TensorInfo* d = fd.find_tensor(name);
+    const gguf::TensorInfo* p = fp.find_tensor(name);
+    EXPECT_EQ(p->type, formats::DType::SP8_50) << name;
+    EXPECT_EQ(p->n_bytes * 34, d->n_bytes * 22) << name;
+    std::vector<float> a(static_cast<size_t>(d->n_elements)), b(a.size());
+    formats::kernels(d->type, Isa::Scalar).dequantize_row(d->data, a.data(), d->n_elements);
+    formats::kernels(p->type, Isa::Scalar).dequantize_row(p->data, b.data(), p->n_elements);
+    EXPECT_EQ(a, b) << name;
+  }
+  if (cpu_has_avx512_vbmi2()) {
+    const std::string ppl = " -f " + calib_ + " --ctx 64 --chunks 3";
+    const auto a = run_squeeze("perplexity -m " + dense + ppl, "pr_ppl_dense");
+    const auto b = run_squeeze("perplexity -m " + packed + ppl, "pr_ppl_packed");
+    ASSERT_EQ(a.rc, 0) << a.err;
+    ASSERT_EQ(b.rc, 0) << b.err;
+    const auto final_line = [](const std::string& text) {
+      const size_t at = text.find("PPL = ");
+      return at == std::string::npos ? text : text.substr(at, text.find('\n', at) - at);
+    };
+    EXPECT_EQ(final_line(a.out + a.err), final_line(b.out + b.err));
+  }
+  // A block that does not keep exactly 16 weights is a corrupt file: one clear error.
+  const gguf::TensorInfo* t = fp.find_tensor("blk.0.attn_q.weight");
+  const std::string bad = out("bad_mask.gguf");
+  fs::copy_file(packed, bad);
+  {
+    std::fstream f(bad, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(fp.data_offset() + t->offset));
+    const char flipped = static_cast<char>(static_cast<const uint8_t*>(t->data)[0] ^ 1);
+    f.write(&flipped, 1);
+  }
+  testing::expect_clean_error(run_squeeze("run -m " + bad + " -p hi -n 1", "pr_bad_mask"),
+                              "does not keep exactly 16 weights");
+}
+
 TEST_F(PruneCli, BadOptionsAreOneClearErrorBeforeAnyWork) {
   const std::string o = "-o " + out("bad.gguf") + " ";
   const std::pair<std::string, std::string> cases[] = {
@@ -183,6 +233,10 @@ TEST_F(PruneCli, BadOptionsAreOneClearErrorBeforeAnyWork) {
       {o + "--method magnitude --sparsity 0.5 --owl --owl-lambda 0.7", "--owl-lambda in [0, 0.5)"},
       {o + "--method magnitude --sparsity 0.5 --layer-sparsity 2=0.3", "not a range of layers 0..1"},
       {o + "--method magnitude --sparsity 0.5 --layer-sparsity 1", "RANGES=F"},
+      {o + "--method magnitude --sparsity 0.5 --packed", "it needs --pattern N:M with N >= M / 2"},
+      {o + "--method magnitude --pattern 1:4 --packed", "it needs --pattern N:M with N >= M / 2"},
+      {o + "--method magnitude --pattern 32:64 --packed", "M dividing 32"},
+      {o + "--method magnitude --pattern 2:4 --packed --bits 4", "--bits 8 --group-size 32"},
   };
   for (const auto& [args, needle] : cases) {
     SCOPED_TRACE(args);

@@ -4,7 +4,9 @@
 // so the weights' 16 codes meet their activations without the zeros ever being read.
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "formats/avx512_util.h"
 #include "formats/blocks.h"
@@ -15,6 +17,9 @@ namespace squeeze::formats::avx512 {
 namespace {
 
 constexpr int kRows8[8] = {0, 1, 2, 3, 4, 5, 6, 7};
+// Batches of at least this many tokens expand kExpandRows rows at a time to q8_0.
+constexpr int64_t kExpandTokens = 4;
+constexpr int64_t kExpandRows = 64;
 constexpr size_t kCodes = offsetof(BlockSp8, qs);
 constexpr size_t kScale = offsetof(BlockSp8, d);
 
@@ -85,6 +90,29 @@ void gemm_sp8_50(int64_t n, const void* w, size_t ws, int64_t n_rows, const void
   const int64_t nb = n / kBlock32;
   const auto* wb = static_cast<const uint8_t*>(w);
   const auto* xb = static_cast<const uint8_t*>(x);
+  if (n_tokens >= kExpandTokens) {
+    // A batch: rows expanded to q8_0 a few at a time (one byte expand per block) and multiplied
+    // by q8_0's block-order kernel, whose sums are this format's (sparse.h); the expansion is
+    // shared by every token.
+    const size_t qrb = static_cast<size_t>(nb) * sizeof(BlockQ8_0);
+    thread_local std::vector<uint8_t> tile;
+    tile.resize(kExpandRows * qrb);
+    for (int64_t r0 = 0; r0 < n_rows; r0 += kExpandRows) {
+      const int64_t rows = std::min(kExpandRows, n_rows - r0);
+      for (int64_t r = 0; r < rows; ++r) {
+        const auto* src = reinterpret_cast<const BlockSp8*>(wb + (r0 + r) * ws);
+        auto* dst = reinterpret_cast<BlockQ8_0*>(tile.data() + r * qrb);
+        for (int64_t i = 0; i < nb; ++i) {
+          const auto k = static_cast<__mmask32>(load_mask(src[i].mask));
+          const __m256i codes = _mm256_castsi128_si256(load16(reinterpret_cast<const uint8_t*>(src[i].qs)));
+          dst[i].d = src[i].d;
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst[i].qs), _mm256_maskz_expand_epi8(k, codes));
+        }
+      }
+      gemm_q8_0_blocks(n, tile.data(), qrb, rows, x, xs, n_tokens, y + r0, ys);
+    }
+    return;
+  }
   for (int64_t t = 0; t < n_tokens; ++t) {
     const auto* xq = reinterpret_cast<const BlockQ8_0*>(xb + t * xs);
     int64_t r = 0;

@@ -87,16 +87,18 @@ TEST(Sparse, RepacksPrunedQ8_0Exactly) {
 }
 
 TEST(Sparse, DotProductsAreQ8_0BlockOrderBitForBit) {
-  const int64_t rows = 21, n = 576, tokens = 3;  // 21: two tiles of 8 and 5 single rows
+  // 21 rows: two tiles of 8 and 5 single rows; batches of 1 and 3 tokens (rows8), 5 (rows
+  // expanded to q8_0, 4 x 4 tiles) and 20 (expanded, 16-row panels).
+  const int64_t rows = 21, n = 576, max_tokens = 20;
   const std::vector<float> w = pruned_rows(rows, n, 7, true);
   const std::vector<uint8_t> q = q8_0_of(w, rows, n);
   const size_t qrb = row_bytes(DType::Q8_0, n), srb = row_bytes(DType::SP8_50, n);
   std::vector<uint8_t> sp(srb * rows);
   for (int64_t r = 0; r < rows; ++r) ASSERT_TRUE(sp8_from_q8_0(q.data() + r * qrb, sp.data() + r * srb, n));
-  const std::vector<uint8_t> x = activations(tokens, n, 8);
+  const std::vector<uint8_t> x = activations(max_tokens, n, 8);
   const size_t xrb = row_bytes(DType::Q8_0, n);
-  std::vector<float> want(static_cast<size_t>(rows * tokens));
-  for (int64_t t = 0; t < tokens; ++t) {
+  std::vector<float> want(static_cast<size_t>(rows * max_tokens));
+  for (int64_t t = 0; t < max_tokens; ++t) {
     for (int64_t r = 0; r < rows; ++r) {
       const float dense = scalar::vec_dot_q8_0_blocks(n, q.data() + r * qrb, x.data() + t * xrb);
       const float packed = kernels(DType::SP8_50, Isa::Scalar).vec_dot(n, sp.data() + r * srb, x.data() + t * xrb);
@@ -107,9 +109,12 @@ TEST(Sparse, DotProductsAreQ8_0BlockOrderBitForBit) {
   if (!cpu_has_avx512_vbmi2()) GTEST_SKIP() << "this CPU lacks AVX-512 VBMI2";
   const GemmFn gemm = kernels(DType::SP8_50, Isa::Avx512).gemm;
   ASSERT_NE(gemm, nullptr);
-  std::vector<float> got(want.size(), -1.0f);
-  gemm(n, sp.data(), srb, rows, x.data(), xrb, tokens, got.data(), rows);
-  EXPECT_EQ(got, want);
+  for (int64_t tokens : {1, 3, 5, 20}) {
+    SCOPED_TRACE(tokens);
+    std::vector<float> got(static_cast<size_t>(rows * tokens), -1.0f);
+    gemm(n, sp.data(), srb, rows, x.data(), xrb, tokens, got.data(), rows);
+    EXPECT_EQ(got, std::vector<float>(want.begin(), want.begin() + rows * tokens));
+  }
 }
 
 TEST(Sparse, Avx512GemmNeedsVbmi2AndNoOtherTierHasIt) {

@@ -33,11 +33,14 @@ def cells(samples):
     out = [("dense-q8_0", "quantize", "dense, q8_0 (the pruned rows' storage)",
             ["--method", "rtn", "--bits", "8", "--sym"])]
     for pattern, pargs in (("50%", ["--sparsity", "0.5"]), ("2:4", ["--pattern", "2:4"]),
-                           ("4:8", ["--pattern", "4:8"])):
+                           ("4:8", ["--pattern", "4:8"]), ("16:32", ["--pattern", "16:32"])):
         tag = pattern.replace("%", "").replace(":", "of")
         for method in ("magnitude", "wanda", "sparsegpt"):
             out.append((f"{method}-{tag}", "prune", f"{method} {pattern}, q8_0",
                         ["--method", method] + pargs + (calib if method != "magnitude" else [])))
+    for method in ("wanda", "sparsegpt"):
+        out.append((f"{method}-50-owl", "prune", f"{method} 50% OWL (M 5, lambda 0.08), q8_0",
+                    ["--method", method, "--sparsity", "0.5", "--owl"] + calib))
     q4 = ["--bits", "4", "--group-size", "32"]
     out.append(("gptq-q4_0", "quantize", "GPTQ 4-bit g32 sym (q4_0), dense",
                 ["--method", "gptq", "--sym"] + q4 + calib))
@@ -126,7 +129,8 @@ def main():
         mag = None
         for method in ("wanda", "sparsegpt"):
             if label.startswith(method + "-") and not label.endswith("q4_0"):
-                mag = res.get("magnitude-" + label[len(method) + 1:], {}).get("ppl")
+                mag = res.get("magnitude-" + label[len(method) + 1:].replace("-owl", ""),
+                              {}).get("ppl")
         err = f"{r['rel_err']:.4f} ({r['rel_err_base']:.4f})" if "rel_err" in r else ""
         secs = f"{r['seconds']:.0f}" if r.get("seconds") else ""
         print(f"| {r['desc']} | {r['file_mib']:.1f} | {r['ppl']:.3f} | {r['kld']:.4f} | "

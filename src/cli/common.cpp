@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <iostream>
 
+#include "compress/output.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "sparsity/prefill_plan.h"
@@ -145,6 +146,21 @@ void LogLines::operator()(const std::string& line, bool transient) {
   if (transient_shown_) std::fputc('\r', stderr);
   std::fprintf(stderr, "%-100s\n", line.c_str());
   transient_shown_ = false;
+}
+
+std::optional<compress::QuantizeStats> quantize_with_progress(const std::string& model_path,
+                                                              const std::string& out_path,
+                                                              compress::QuantizeOptions& qo,
+                                                              ThreadPool& pool) {
+  qo.cancel = &stop_requested();
+  LogLines log;
+  qo.log = std::ref(log);
+  try {
+    return compress::quantize_model(model_path, out_path, qo, pool);
+  } catch (const compress::Interrupted& e) {
+    interrupted_exit(e, log.transient_shown());
+    return std::nullopt;
+  }
 }
 
 int interrupted_exit(const std::exception& e, bool tty) {

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "compress/quantize_model.h"
 #include "core/thread_pool.h"
 #include "model/act_sparsity.h"
 #include "model/context.h"
@@ -120,6 +121,14 @@ class LogLines {
   bool tty_ = false;
   bool transient_shown_ = false;
 };
+
+// compress::quantize_model (quantize --method, prune) with a LogLines log and Ctrl-C as the
+// cancel flag (a StopOnSignal must be alive): its stats, or nullopt when it was interrupted
+// (the message printed; the command exits 130).
+std::optional<compress::QuantizeStats> quantize_with_progress(const std::string& model_path,
+                                                              const std::string& out_path,
+                                                              compress::QuantizeOptions& qo,
+                                                              ThreadPool& pool);
 
 // Runs body and turns squeeze errors into one `error: ...` line and exit code 1.
 int guarded(const std::function<int()>& body);

@@ -6,7 +6,6 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
-#include "compress/output.h"
 #include "compress/quantize_model.h"
 #include "core/error.h"
 #include "core/timer.h"
@@ -109,16 +108,11 @@ int cmd_prune(int argc, char** argv) {
       qo.overrides.push_back(compress::parse_tensor_type(spec));
     }
     ThreadPool pool(threads > 0 ? threads : ThreadPool::default_threads());
-    qo.cancel = &stop_requested();
-    LogLines log;
-    qo.log = std::ref(log);
     const Timer timer;
-    compress::QuantizeStats st;
-    try {
-      st = compress::quantize_model(resolve_model_path(in), out, qo, pool);
-    } catch (const compress::Interrupted& e) {
-      return interrupted_exit(e, log.transient_shown());
-    }
+    const std::optional<compress::QuantizeStats> done =
+        quantize_with_progress(resolve_model_path(in), out, qo, pool);
+    if (!done) return 130;
+    const compress::QuantizeStats& st = *done;
     const std::string method(compress::prune_method_name(qo.prune.method));
     std::fprintf(stderr,
                  "prune: %s %s, stored %s: %zu matrices, %.2f%% of their weights zero, "

@@ -2,9 +2,7 @@
 // (compress/convert.h), or calibrated quantization by RTN / GPTQ (compress/quantize_model.h). Progress on stderr; Ctrl-C (SIGINT) or SIGTERM stops at the next
 // tensor and leaves no output behind.
 #include <signal.h>
-#include <unistd.h>
 
-#include <atomic>
 #include <cctype>
 #include <cstdio>
 #include <iostream>
@@ -156,16 +154,11 @@ int cmd_quantize(int argc, char** argv) {
     }
     if (embd_opt->count() > 0) qo.embd = compress::parse_type_choice(embd_type);
     if (out_type_opt->count() > 0) qo.output = compress::parse_type_choice(output_type);
-    qo.cancel = &stop_requested();
-    LogLines log;
-    qo.log = std::ref(log);
     const Timer timer;
-    compress::QuantizeStats st;
-    try {
-      st = compress::quantize_model(resolve_model_path(in), out, qo, pool);
-    } catch (const compress::Interrupted& e) {
-      return interrupted_exit(e, log.transient_shown());
-    }
+    const std::optional<compress::QuantizeStats> done =
+        quantize_with_progress(resolve_model_path(in), out, qo, pool);
+    if (!done) return 130;
+    const compress::QuantizeStats& st = *done;
     std::fprintf(stderr,
                  "quantize: %s %s: %zu tensors (%zu by the method, %zu of another type, %zu "
                  "with a smaller group), %.3f bits per quantized weight, %.2f MiB -> %.2f MiB "

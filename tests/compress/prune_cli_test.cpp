@@ -13,7 +13,7 @@
 #include "core/cpu.h"
 #include "formats/format.h"
 #include "gguf/gguf.h"
-#include "tiny_model.h"
+#include "tiny_model_cli.h"
 
 namespace squeeze {
 namespace {
@@ -21,28 +21,11 @@ namespace {
 namespace fs = std::filesystem;
 using testing::run_squeeze;
 
-class PruneCli : public ::testing::Test {
+class PruneCli : public testing::TinyModelCli {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("squeeze_prune_" + std::to_string(::getpid()));
-    fs::create_directories(dir_);
-    model_ = (dir_ / "tiny.gguf").string();
-    testing::write_tiny_model(model_);
-    calib_ = (dir_ / "calib.txt").string();
-    std::ofstream c(calib_);
-    for (int i = 0; i < 300; ++i) c << "The quick brown fox " << i << " jumps over the lazy dog. ";
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  std::string out(const std::string& name) const { return (dir_ / name).string(); }
+  PruneCli() : TinyModelCli("prune") {}
   std::string base() const { return "prune -m " + model_ + " -t 2 "; }
   std::string calib() const { return "--calib " + calib_ + " --calib-samples 4 --calib-ctx 32 "; }
-  size_t n_files() const {
-    return static_cast<size_t>(std::distance(fs::directory_iterator(dir_), fs::directory_iterator()));
-  }
-
-  fs::path dir_;
-  std::string model_, calib_;
 };
 
 // Zeros in each span of a tensor's rows (span = the row for unstructured, m for N:M): the

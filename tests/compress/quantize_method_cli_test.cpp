@@ -8,7 +8,7 @@
 
 #include "cli_run.h"
 #include "gguf/gguf.h"
-#include "tiny_model.h"
+#include "tiny_model_cli.h"
 
 namespace squeeze {
 namespace {
@@ -16,29 +16,17 @@ namespace {
 namespace fs = std::filesystem;
 using testing::run_squeeze;
 
-class QuantizeMethodCli : public ::testing::Test {
+class QuantizeMethodCli : public testing::TinyModelCli {
  protected:
+  QuantizeMethodCli() : TinyModelCli("qmethod") {}
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("squeeze_qmethod_" + std::to_string(::getpid()));
-    fs::create_directories(dir_);
-    model_ = (dir_ / "tiny.gguf").string();
-    testing::write_tiny_model(model_);
-    calib_ = (dir_ / "calib.txt").string();
-    std::ofstream c(calib_);
-    for (int i = 0; i < 300; ++i) c << "The quick brown fox " << i << " jumps over the lazy dog. ";
+    TinyModelCli::SetUp();
     short_ = (dir_ / "short.txt").string();
     std::ofstream(short_) << "too short";
   }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  std::string out(const std::string& name) const { return (dir_ / name).string(); }
   std::string base() const { return "quantize -m " + model_ + " -t 2 "; }
-  size_t n_files() const {
-    return static_cast<size_t>(std::distance(fs::directory_iterator(dir_), fs::directory_iterator()));
-  }
 
-  fs::path dir_;
-  std::string model_, calib_, short_;
+  std::string short_;
 };
 
 TEST_F(QuantizeMethodCli, RtnWritesProvenanceAndFallsBackOnShortRows) {

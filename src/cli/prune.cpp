@@ -6,6 +6,8 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "compress/output.h"
+#include "compress/prune_structured.h"
 #include "compress/quantize_model.h"
 #include "core/error.h"
 #include "core/timer.h"
@@ -23,7 +25,7 @@ int cmd_prune(int argc, char** argv) {
                "types for other groups. An existing OUT is replaced (only once the new file is "
                "complete).",
                "squeeze prune"};
-  std::string in, out, method_name, pattern, scale_name = "absmax";
+  std::string in, out, method_name, pattern, structure, scale_name = "absmax";
   std::vector<std::string> tensor_types;
   compress::QuantizeOptions qo;
   compress::QuantScheme& scheme = qo.gptq.scheme;
@@ -41,24 +43,29 @@ int cmd_prune(int argc, char** argv) {
                                      "(2:4, 4:8; M divides 128)")
                           ->excludes(sparsity_opt);
   sparsity_opt->excludes(pattern_opt);
-  app.add_option("--layer-sparsity", qo.layer_sparsity,
+  auto* structure_opt = app.add_option(
+      "--structure", structure,
+      "ffn: remove whole feed-forward neurons instead (the fraction --sparsity of every layer's, "
+      "ranked by magnitude or wanda), writing a smaller dense model llama.cpp loads");
+  auto* layers_opt = app.add_option("--layer-sparsity", qo.layer_sparsity,
                  "RANGES=F: layers 0-based (e.g. 0-3,7=0.3) pruned to F instead of --sparsity; "
                  "repeatable, a later item wins");
-  app.add_flag("--owl", qo.owl.on,
+  auto* owl_opt = app.add_flag("--owl", qo.owl.on,
                "OWL: per-layer sparsity from each layer's outlier ratio on the dense model "
                "(layers with more outliers keep more weights), averaging --sparsity");
   auto* owl_m_opt = app.add_option("--owl-m", qo.owl.m,
                                    "OWL: an outlier scores above M times its layer's mean (default 5)");
   auto* owl_l_opt = app.add_option("--owl-lambda", qo.owl.lambda,
                                    "OWL: layers' sparsities within +-lambda of --sparsity (default 0.08)");
-  app.add_flag("--packed", qo.packed,
+  auto* packed_opt = app.add_flag("--packed", qo.packed,
                "store the pruned matrices as sp8_50 (squeeze's packed sparse q8_0: 16 of every 32 "
                "weights and a bitmap, 22 bytes instead of 34; decode reads only those); needs "
                "--pattern N:M with N >= M/2, M dividing 32, and 8 bits; llama.cpp cannot read it");
-  app.add_option("--bits", scheme.bits, "bits of the stored weights: 2, 3, 4 or 8 (default 8)");
-  app.add_option("--group-size", scheme.group,
-                 "weights per scale: 32, 64, 128, or -1 for one per row (default 32)");
-  app.add_option("--scale", scale_name, "absmax or mse (default absmax)");
+  auto* bits_opt = app.add_option("--bits", scheme.bits,
+                                  "bits of the stored weights: 2, 3, 4 or 8 (default 8)");
+  auto* group_opt = app.add_option("--group-size", scheme.group,
+                                   "weights per scale: 32, 64, 128, or -1 for one per row (default 32)");
+  auto* scale_opt = app.add_option("--scale", scale_name, "absmax or mse (default absmax)");
   auto* damp_opt = app.add_option("--damp", qo.gptq.damp,
                                   "SparseGPT damping, fraction of the mean Hessian diagonal "
                                   "(default 0.01)");
@@ -73,7 +80,7 @@ int cmd_prune(int argc, char** argv) {
                                   "tokens per calibration sample (default 512)")
                        ->check(CLI::Range(2, 1 << 20));
   auto* seed_opt = app.add_option("--seed", qo.seed, "calibration sampling seed (default 0)");
-  app.add_option("--tensor-type", tensor_types,
+  auto* tt_opt = app.add_option("--tensor-type", tensor_types,
                  "REGEX=TYPE: tensors whose name matches get TYPE (a plain type, or keep) and "
                  "are not pruned; repeatable, first match wins");
   app.add_option("-t,--threads", threads, "threads (default: all cores)")->check(CLI::Range(0, 1024));
@@ -84,6 +91,44 @@ int cmd_prune(int argc, char** argv) {
     qo.prune.method = compress::parse_prune_method(method_name);
     if (sparsity_opt->count() == 0 && pattern_opt->count() == 0) {
       throw UsageError("give --sparsity F or --pattern N:M");
+    }
+    if (structure_opt->count() > 0) {
+      if (structure != "ffn") throw UsageError("--structure: only ffn (got '" + structure + "')");
+      for (const CLI::Option* opt : {pattern_opt, layers_opt, owl_opt, owl_m_opt, owl_l_opt,
+                                     packed_opt, bits_opt, group_opt, scale_opt, damp_opt, tt_opt}) {
+        if (opt->count() > 0) throw UsageError(opt->get_name() + " does not apply to --structure ffn");
+      }
+      compress::FfnPruneOptions fo;
+      fo.method = qo.prune.method;
+      fo.fraction = qo.prune.sparsity;
+      fo.calib_path = qo.calib_path;
+      fo.calib_samples = qo.calib_samples;
+      fo.calib_ctx = qo.calib_ctx;
+      fo.seed = qo.seed;
+      if (fo.method != compress::PruneMethod::Wanda) {
+        for (const CLI::Option* opt : {calib_opt, samples_opt, cctx_opt, seed_opt}) {
+          if (opt->count() > 0) throw UsageError(opt->get_name() + " is only used by --method wanda");
+        }
+      }
+      fo.cancel = &stop_requested();
+      LogLines log;
+      fo.log = std::ref(log);
+      ThreadPool pool(threads > 0 ? threads : ThreadPool::default_threads());
+      const Timer timer;
+      compress::FfnPruneStats st;
+      try {
+        st = compress::prune_ffn_neurons(resolve_model_path(in), out, fo, pool);
+      } catch (const compress::Interrupted& e) {
+        return interrupted_exit(e, log.transient_shown());
+      }
+      std::fprintf(stderr,
+                   "prune: %s ffn neurons: %lld -> %lld per layer, %.2f%% of the parameters removed, "
+                   "%.2f MiB -> %.2f MiB in %.1f s -> %s\n",
+                   std::string(compress::prune_method_name(fo.method)).c_str(),
+                   static_cast<long long>(st.n_ff_before), static_cast<long long>(st.n_ff_after),
+                   100.0 * (1.0 - static_cast<double>(st.params_after) / st.params_before),
+                   st.bytes_in / 1048576.0, st.bytes_out / 1048576.0, timer.seconds(), out.c_str());
+      return 0;
     }
     if (pattern_opt->count() > 0) compress::parse_nm_pattern(pattern, qo.prune);
     compress::check_prune_spec(qo.prune);

@@ -101,7 +101,7 @@ float vec_dot_sp8_50(int64_t n, const void* w, const void* x) {
   for (int64_t i = 0; i < n / kBlock32; ++i) {
     uint32_t mask = block_mask(a[i]);
     int32_t sumi = 0;
-    for (int k = 0; mask != 0; ++k, mask &= mask - 1) {
+    for (int k = 0; mask != 0 && k < kSp8Kept; ++k, mask &= mask - 1) {
       sumi += a[i].qs[k] * b[i].qs[__builtin_ctz(mask)];
     }
     acc = std::fma(static_cast<float>(sumi), f16_to_f32(a[i].d) * f16_to_f32(b[i].d), acc);

@@ -193,6 +193,21 @@ TEST_F(PruneCli, PackedIsTheDenseFileWithoutItsZeros) {
                               "does not keep exactly 16 weights");
 }
 
+TEST_F(PruneCli, StructuredFfnWritesASmallerModelThatRuns) {
+  const std::string o = out("ffn.gguf");
+  const auto r = run_squeeze(base() + "-o " + o + " --method wanda --structure ffn --sparsity 0.5 " +
+                                 calib(),
+                             "pr_ffn");
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.err.find("ffn neurons: 128 -> 64 per layer"), std::string::npos) << r.err;
+  const gguf::File f = gguf::File::open(o);
+  EXPECT_EQ(f.require_int("llama.feed_forward_length"), 64);
+  EXPECT_EQ(f.require_string("squeeze.pruning.method"), "wanda");
+  EXPECT_EQ(f.require_int("squeeze.pruning.calibration.samples"), 4);
+  const auto g = run_squeeze("run -m " + o + " -p hello -n 4 --temp 0 --ctx 64", "pr_ffn_run");
+  EXPECT_EQ(g.rc, 0) << g.err;
+}
+
 TEST_F(PruneCli, BadOptionsAreOneClearErrorBeforeAnyWork) {
   const std::string o = "-o " + out("bad.gguf") + " ";
   const std::pair<std::string, std::string> cases[] = {
@@ -220,6 +235,13 @@ TEST_F(PruneCli, BadOptionsAreOneClearErrorBeforeAnyWork) {
       {o + "--method magnitude --pattern 1:4 --packed", "it needs --pattern N:M with N >= M / 2"},
       {o + "--method magnitude --pattern 32:64 --packed", "M dividing 32"},
       {o + "--method magnitude --pattern 2:4 --packed --bits 4", "--bits 8 --group-size 32"},
+      {o + "--method magnitude --structure heads --sparsity 0.5", "--structure: only ffn"},
+      {o + "--method magnitude --structure ffn --sparsity 0.5 --packed", "--packed does not apply to --structure ffn"},
+      {o + "--method magnitude --structure ffn --pattern 2:4", "--pattern does not apply to --structure ffn"},
+      {o + "--method magnitude --structure ffn", "give --sparsity F"},
+      {o + "--method sparsegpt --structure ffn --sparsity 0.5", "ranks neurons by magnitude or wanda"},
+      {o + "--method magnitude --structure ffn --sparsity 0.5 --calib " + calib_, "--calib is only used by --method wanda"},
+      {o + "--method magnitude --structure ffn --sparsity 0.01", "removes no whole group of 32"},
   };
   for (const auto& [args, needle] : cases) {
     SCOPED_TRACE(args);

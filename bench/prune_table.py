@@ -14,7 +14,7 @@ Results are cached per cell in --out (JSON), so an interrupted run resumes where
 
 Usage: bench/prune_table.py [--squeeze build/squeeze] [--model BASE] [--chunks 40]
                             [--calib-samples 128] [--hellaswag-tasks 1000] [--only LABEL...]
-                            [--out bench/out/prune_table]
+                            [--out bench/out/prune_table] [--table-only]
 """
 import argparse
 import json
@@ -33,21 +33,28 @@ def cells(samples):
     out = [("dense-q8_0", "quantize", "dense, q8_0 (the pruned rows' storage)",
             ["--method", "rtn", "--bits", "8", "--sym"])]
     for pattern, pargs in (("50%", ["--sparsity", "0.5"]), ("2:4", ["--pattern", "2:4"]),
-                           ("4:8", ["--pattern", "4:8"]), ("16:32", ["--pattern", "16:32"])):
+                           ("4:8", ["--pattern", "4:8"])):
         tag = pattern.replace("%", "").replace(":", "of")
         for method in ("magnitude", "wanda", "sparsegpt"):
             out.append((f"{method}-{tag}", "prune", f"{method} {pattern}, q8_0",
                         ["--method", method] + pargs + (calib if method != "magnitude" else [])))
-    for method in ("wanda", "sparsegpt"):
-        out.append((f"{method}-50-owl", "prune", f"{method} 50% OWL (M 5, lambda 0.08), q8_0",
-                    ["--method", method, "--sparsity", "0.5", "--owl"] + calib))
     q4 = ["--bits", "4", "--group-size", "32"]
     out.append(("gptq-q4_0", "quantize", "GPTQ 4-bit g32 sym (q4_0), dense",
                 ["--method", "gptq", "--sym"] + q4 + calib))
     out.append(("sparsegpt-50-q4_0", "prune", "sparsegpt 50% joint with 4-bit g32 (q4_0)",
                 ["--method", "sparsegpt", "--sparsity", "0.5"] + q4 + calib))
+    for method in ("magnitude", "wanda", "sparsegpt"):
+        out.append((f"{method}-16of32", "prune", f"{method} 16:32, q8_0",
+                    ["--method", method, "--pattern", "16:32"] + (calib if method != "magnitude" else [])))
     out.append(("wanda-50-q4_0", "prune", "wanda 50% then RTN 4-bit g32 (q4_0)",
                 ["--method", "wanda", "--sparsity", "0.5"] + q4 + calib))
+    for method in ("wanda", "sparsegpt"):
+        out.append((f"{method}-50-owl", "prune", f"{method} 50% OWL (M 5, lambda 0.08), q8_0",
+                    ["--method", method, "--sparsity", "0.5", "--owl"] + calib))
+    for method in ("magnitude", "wanda"):
+        out.append((f"{method}-ffn-33", "prune", f"{method} FFN neurons 1/3 (n_ff 1024), "
+                    "ffn_down q8_0", ["--method", method, "--structure", "ffn",
+                                      "--sparsity", "0.333"] + (calib if method == "wanda" else [])))
     return out
 
 
@@ -61,6 +68,8 @@ def main():
                     help="HellaSwag column on the first N tasks (0: skip it)")
     ap.add_argument("--keep", action="store_true", help="keep every cell's file (LABEL.gguf)")
     ap.add_argument("--only", nargs="*")
+    ap.add_argument("--table-only", action="store_true",
+                    help="print the table of the cached results, measuring nothing")
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "out", "prune_table"))
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
@@ -74,6 +83,8 @@ def main():
         res["base"] = measure(a.squeeze, a.model, base_logits, a.chunks)
         save()
     chosen = [c for c in cells(a.calib_samples) if not a.only or c[0] in a.only]
+    if a.table_only:
+        chosen = []
 
     def make(label, command, args):
         path = os.path.join(a.out, label + ".gguf")
@@ -96,7 +107,7 @@ def main():
         save()
         print(f"{label}: {r}", file=sys.stderr, flush=True)
     hs_key = f"hellaswag{a.hellaswag_tasks}"
-    if a.hellaswag_tasks > 0:  # phase 2: HellaSwag, base and the 50% rows first
+    if a.hellaswag_tasks > 0 and not a.table_only:  # phase 2: HellaSwag, base and the 50% rows first
         first = ("base", "magnitude-50", "wanda-50", "sparsegpt-50", "gptq-q4_0",
                  "sparsegpt-50-q4_0")
         order = sorted([("base", None, None, None)] + chosen,

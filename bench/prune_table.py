@@ -129,7 +129,7 @@ def main():
     fmt_hs = lambda r: f"{r[hs_key]['acc']:.1f}" if hs_key in r else "not measured"
     gap = lambda ppl, mag: f"{100 * (mag - ppl) / (mag - b['ppl']):.0f}" if mag else ""
     print(f"| model | file MiB | PPL | mean KLD | top-1 % | HellaSwag {a.hellaswag_tasks} acc % "
-          "| rel. output error (magnitude) | magnitude's gap closed % | prune s |")
+          "| rel. output error (baseline) | magnitude's gap closed % | prune s |")
     print("|---|---|---|---|---|---|---|---|---|")
     print(f"| base ({os.path.basename(a.model)}) | {b['file_mib']:.1f} | {b['ppl']:.3f} | 0 | "
           f"100 | {fmt_hs(b)} | | | |")
@@ -142,7 +142,8 @@ def main():
             if label.startswith(method + "-") and not label.endswith("q4_0"):
                 mag = res.get("magnitude-" + label[len(method) + 1:].replace("-owl", ""),
                               {}).get("ppl")
-        err = f"{r['rel_err']:.4f} ({r['rel_err_base']:.4f})" if "rel_err" in r else ""
+        base_name = "rtn" if r["command"] == "quantize" else "magnitude"
+        err = f"{r['rel_err']:.4f} ({base_name} {r['rel_err_base']:.4f})" if "rel_err" in r else ""
         secs = f"{r['seconds']:.0f}" if r.get("seconds") else ""
         print(f"| {r['desc']} | {r['file_mib']:.1f} | {r['ppl']:.3f} | {r['kld']:.4f} | "
               f"{r['top1']:.2f} | {fmt_hs(r)} | {err} | {gap(r['ppl'], mag)} | {secs} |")

@@ -67,4 +67,16 @@ void write_with_metadata(const gguf::File& src, const std::function<bool(std::st
   write_output(w, out_path, cancel);
 }
 
+std::vector<float> decode_rows(formats::DType type, const void* data, int64_t cols, int64_t rows,
+                               ThreadPool& pool) {
+  std::vector<float> w(static_cast<size_t>(cols * rows));
+  const auto& k = formats::kernels(type);
+  const size_t rb = formats::row_bytes(type, cols);
+  const auto* in = static_cast<const uint8_t*>(data);
+  pool.parallel_for(rows, 16, [&](int64_t r0, int64_t r1, int) {
+    for (int64_t r = r0; r < r1; ++r) k.dequantize_row(in + r * rb, w.data() + r * cols, cols);
+  });
+  return w;
+}
+
 }  // namespace squeeze::compress

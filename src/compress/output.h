@@ -7,8 +7,11 @@
 #include <functional>
 #include <string_view>
 #include <string>
+#include <vector>
 
 #include "core/error.h"
+#include "core/thread_pool.h"
+#include "formats/format.h"
 #include "gguf/gguf.h"
 
 namespace squeeze::compress {
@@ -41,5 +44,9 @@ void write_with_metadata(const gguf::File& src, const std::function<bool(std::st
 
 // The product of every dimension after the first.
 int64_t tensor_rows(const gguf::TensorInfo& t);
+
+// rows x cols weights of `type` at data, decoded to floats (rows in parallel).
+std::vector<float> decode_rows(formats::DType type, const void* data, int64_t cols, int64_t rows,
+                               ThreadPool& pool);
 
 }  // namespace squeeze::compress

@@ -9,6 +9,7 @@
 #include "compress/output.h"
 #include "core/error.h"
 #include "formats/format.h"
+#include "model/arch.h"
 #include "model/loader.h"
 #include "model/model.h"
 #include "model/names.h"
@@ -23,16 +24,7 @@ using formats::DType;
 constexpr std::string_view kPrefix = "squeeze.pruning.";
 
 std::vector<float> decode(const gguf::TensorInfo& t, ThreadPool& pool) {
-  const int64_t cols = t.shape[0], rows = tensor_rows(t);
-  std::vector<float> w(static_cast<size_t>(cols * rows));
-  const size_t rb = formats::row_bytes(t.type, cols);
-  const auto& k = formats::kernels(t.type);
-  pool.parallel_for(rows, 16, [&](int64_t r0, int64_t r1, int) {
-    for (int64_t r = r0; r < r1; ++r) {
-      k.dequantize_row(static_cast<const uint8_t*>(t.data) + r * rb, w.data() + r * cols, cols);
-    }
-  });
-  return w;
+  return decode_rows(t.type, t.data, t.shape[0], tensor_rows(t), pool);
 }
 
 std::string layer_name(int64_t il, const char* suffix) {
@@ -183,18 +175,12 @@ FfnPruneStats prune_ffn_neurons(const std::string& model_path, const std::string
   for (const gguf::TensorInfo& t : src.tensors()) {
     st.bytes_in += t.n_bytes;
     st.params_before += static_cast<uint64_t>(t.n_elements);
+    // Which of a layer's gate / up / down this is, through the architecture's manifest.
     int64_t il = -1;
-    int which = -1;
-    for (int64_t l = 0; l < n_layer && which < 0; ++l) {
-      int k = 0;
-      for (const char* s : {"ffn_gate.weight", "ffn_up.weight", "ffn_down.weight"}) {
-        if (t.name == layer_name(l, s)) {
-          il = l;
-          which = k;
-        }
-        ++k;
-      }
-    }
+    const model::LayerMatrix* lm = model::find_layer_matrix(m->arch(), t.name, il);
+    const std::string_view suffix = lm != nullptr ? lm->suffix : std::string_view();
+    const int which = suffix == "ffn_gate.weight" ? 0 : suffix == "ffn_up.weight" ? 1
+                      : suffix == "ffn_down.weight" ? 2 : -1;
     if (which < 0) {
       w.add_tensor(t.name, t.type, t.shape, {static_cast<const uint8_t*>(t.data), t.n_bytes});
       st.bytes_out += t.n_bytes;

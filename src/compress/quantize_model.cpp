@@ -53,18 +53,6 @@ std::string choice_text(const TypeChoice& c) {
   return c.keep ? "keep" : std::string(formats::format_info(c.type).name);
 }
 
-std::vector<float> dequantize(DType type, const void* data, int64_t cols, int64_t rows,
-                              ThreadPool& pool) {
-  std::vector<float> w(static_cast<size_t>(cols * rows));
-  const auto& k = formats::kernels(type);
-  const size_t rb = formats::row_bytes(type, cols);
-  const auto* in = static_cast<const uint8_t*>(data);
-  pool.parallel_for(rows, 16, [&](int64_t r0, int64_t r1, int) {
-    for (int64_t r = r0; r < r1; ++r) k.dequantize_row(in + r * rb, w.data() + r * cols, cols);
-  });
-  return w;
-}
-
 std::string fmt(const char* f, double a) {
   char buf[64];
   std::snprintf(buf, sizeof buf, f, a);
@@ -308,7 +296,7 @@ QuantizeStats quantize_model(const std::string& model_path, const std::string& o
     const gguf::TensorInfo& t = *p.t;
     const int64_t cols = t.shape[0];
     const int64_t rows = tensor_rows(t);
-    const std::vector<float> w = dequantize(t.type, t.data, cols, rows, pool);
+    const std::vector<float> w = decode_rows(t.type, t.data, cols, rows, pool);
     p.data.resize(formats::row_bytes(p.type, cols) * static_cast<size_t>(rows));
     std::string line = t.name + " " + scheme_text(scheme) + " -> " +
                        std::string(formats::format_info(p.type).name) +
@@ -346,11 +334,11 @@ QuantizeStats quantize_model(const std::string& model_path, const std::string& o
     if (h != nullptr) {
       // The output error on the calibration inputs, against the baseline: RTN with the same
       // scheme for GPTQ, magnitude pruning for the pruning methods.
-      const std::vector<float> wq = dequantize(p.type, p.data.data(), cols, rows, pool);
+      const std::vector<float> wq = decode_rows(p.type, p.data.data(), cols, rows, pool);
       std::vector<uint8_t> base(p.data.size());
       if (pruning.active()) magnitude_rtn(w, rows, cols, p.st, spec, base.data());
       else quantize_rtn(w.data(), rows, cols, scheme, p.st, base.data(), pool);
-      const std::vector<float> wb = dequantize(p.type, base.data(), cols, rows, pool);
+      const std::vector<float> wb = decode_rows(p.type, base.data(), cols, rows, pool);
       const double e = relative_output_error(w.data(), wq.data(), rows, cols, *h);
       const double eb = relative_output_error(w.data(), wb.data(), rows, cols, *h);
       stats.mean_rel_error += e;
@@ -405,7 +393,7 @@ QuantizeStats quantize_model(const std::string& model_path, const std::string& o
         if (p == nullptr || p->action != Action::Method) continue;
         check_cancel();
         const int64_t cols = p->t->shape[0], rows = tensor_rows(*p->t);
-        const std::vector<float> w = dequantize(p->t->type, p->t->data, cols, rows, pool);
+        const std::vector<float> w = decode_rows(p->t->type, p->t->data, cols, rows, pool);
         scores.push_back(prune_scores(w.data(), rows, cols,
                                       hs ? PruneMethod::Wanda : PruneMethod::Magnitude,
                                       hs ? &hs->of(manifest[k].input) : nullptr));

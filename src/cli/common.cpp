@@ -148,6 +148,21 @@ void LogLines::operator()(const std::string& line, bool transient) {
   transient_shown_ = false;
 }
 
+CalibOptions add_calibration_options(CLI::App& app, compress::QuantizeOptions& qo,
+                                     const std::string& who) {
+  qo.calib_path = "../shared/data/wikitext-2/valid.txt";
+  CalibOptions o;
+  o.calib = app.add_option("--calib", qo.calib_path,
+                           "calibration text of " + who + " (default " + qo.calib_path + ")");
+  o.samples = app.add_option("--calib-samples", qo.calib_samples,
+                             "calibration samples (default 128)")
+                  ->check(CLI::Range(1, 1 << 20));
+  o.ctx = app.add_option("--calib-ctx", qo.calib_ctx, "tokens per calibration sample (default 512)")
+              ->check(CLI::Range(2, 1 << 20));
+  o.seed = app.add_option("--seed", qo.seed, "calibration sampling seed (default 0)");
+  return o;
+}
+
 std::optional<compress::QuantizeStats> quantize_with_progress(const std::string& model_path,
                                                               const std::string& out_path,
                                                               compress::QuantizeOptions& qo,

@@ -60,6 +60,17 @@ struct ModelOptions {
   int resolved_threads() const;
 };
 
+// --calib, --calib-samples, --calib-ctx and --seed of a calibrating compress command (quantize,
+// prune); `who` names the methods that read them in the help ("GPTQ", "wanda and sparsegpt").
+struct CalibOptions {
+  CLI::Option* calib;
+  CLI::Option* samples;
+  CLI::Option* ctx;
+  CLI::Option* seed;
+};
+CalibOptions add_calibration_options(CLI::App& app, compress::QuantizeOptions& qo,
+                                     const std::string& who);
+
 // Adds --prefill-skip, --prefill-heads, --head-chunk and --head-score to a command.
 void add_prefill_options(CLI::App& app, PrefillOptions& o);
 // Sets ctx's prefill skip set and head pruning from the options (nothing when not given), with

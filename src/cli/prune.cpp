@@ -69,17 +69,7 @@ int cmd_prune(int argc, char** argv) {
   auto* damp_opt = app.add_option("--damp", qo.gptq.damp,
                                   "SparseGPT damping, fraction of the mean Hessian diagonal "
                                   "(default 0.01)");
-  qo.calib_path = "../shared/data/wikitext-2/valid.txt";
-  auto* calib_opt = app.add_option("--calib", qo.calib_path,
-                                   "calibration text of wanda and sparsegpt (default "
-                                   "../shared/data/wikitext-2/valid.txt)");
-  auto* samples_opt = app.add_option("--calib-samples", qo.calib_samples,
-                                     "calibration samples (default 128)")
-                          ->check(CLI::Range(1, 1 << 20));
-  auto* cctx_opt = app.add_option("--calib-ctx", qo.calib_ctx,
-                                  "tokens per calibration sample (default 512)")
-                       ->check(CLI::Range(2, 1 << 20));
-  auto* seed_opt = app.add_option("--seed", qo.seed, "calibration sampling seed (default 0)");
+  const CalibOptions cal = add_calibration_options(app, qo, "wanda and sparsegpt");
   auto* tt_opt = app.add_option("--tensor-type", tensor_types,
                  "REGEX=TYPE: tensors whose name matches get TYPE (a plain type, or keep) and "
                  "are not pruned; repeatable, first match wins");
@@ -106,7 +96,7 @@ int cmd_prune(int argc, char** argv) {
       fo.calib_ctx = qo.calib_ctx;
       fo.seed = qo.seed;
       if (fo.method != compress::PruneMethod::Wanda) {
-        for (const CLI::Option* opt : {calib_opt, samples_opt, cctx_opt, seed_opt}) {
+        for (const CLI::Option* opt : {cal.calib, cal.samples, cal.ctx, cal.seed}) {
           if (opt->count() > 0) throw UsageError(opt->get_name() + " is only used by --method wanda");
         }
       }
@@ -133,7 +123,7 @@ int cmd_prune(int argc, char** argv) {
     if (pattern_opt->count() > 0) compress::parse_nm_pattern(pattern, qo.prune);
     compress::check_prune_spec(qo.prune);
     const bool calibrated = qo.prune.needs_hessian();
-    for (const CLI::Option* opt : {calib_opt, samples_opt, cctx_opt, seed_opt}) {
+    for (const CLI::Option* opt : {cal.calib, cal.samples, cal.ctx, cal.seed}) {
       if (opt->count() > 0 && !calibrated) {
         throw UsageError(opt->get_name() + " is only used by --method wanda or sparsegpt");
       }

@@ -71,16 +71,7 @@ int cmd_quantize(int argc, char** argv) {
                                "GPTQ: columns by decreasing Hessian diagonal");
   auto* static_opt = app.add_flag("--static-groups", qo.gptq.static_groups,
                                   "GPTQ with --act-order: group scales from the original weights");
-  qo.calib_path = "../shared/data/wikitext-2/valid.txt";
-  auto* calib_opt = app.add_option("--calib", qo.calib_path,
-                                   "GPTQ calibration text (default ../shared/data/wikitext-2/valid.txt)");
-  auto* samples_opt = app.add_option("--calib-samples", qo.calib_samples,
-                                     "GPTQ calibration samples (default 128)")
-                          ->check(CLI::Range(1, 1 << 20));
-  auto* cctx_opt = app.add_option("--calib-ctx", qo.calib_ctx,
-                                  "tokens per calibration sample (default 512)")
-                       ->check(CLI::Range(2, 1 << 20));
-  auto* seed_opt = app.add_option("--seed", qo.seed, "calibration sampling seed (default 0)");
+  const CalibOptions cal = add_calibration_options(app, qo, "GPTQ");
   auto* tt_opt = app.add_option("--tensor-type", tensor_types,
                                 "REGEX=TYPE: tensors whose name matches get TYPE (a plain type or "
                                 "keep) instead of the method; repeatable, first match wins");
@@ -140,8 +131,8 @@ int cmd_quantize(int argc, char** argv) {
     else if (method == "gptq") qo.method = compress::QuantMethod::Gptq;
     else throw UsageError("unknown --method '" + method_name + "' (choose rtn or gptq)");
     const bool is_gptq = qo.method == compress::QuantMethod::Gptq;
-    for (const CLI::Option* opt : {damp_opt, act_opt, static_opt, calib_opt, samples_opt,
-                                   cctx_opt, seed_opt}) {
+    for (const CLI::Option* opt : {damp_opt, act_opt, static_opt, cal.calib, cal.samples,
+                                   cal.ctx, cal.seed}) {
       only_with(opt, is_gptq, "with --method gptq");
     }
     scheme.scale = compress::parse_scale_method(scale_name);

@@ -51,10 +51,18 @@ def cells(samples):
     for method in ("wanda", "sparsegpt"):
         out.append((f"{method}-50-owl", "prune", f"{method} 50% OWL (M 5, lambda 0.08), q8_0",
                     ["--method", method, "--sparsity", "0.5", "--owl"] + calib))
-    for method in ("magnitude", "wanda"):
-        out.append((f"{method}-ffn-33", "prune", f"{method} FFN neurons 1/3 (n_ff 1024), "
-                    "ffn_down q8_0", ["--method", method, "--structure", "ffn",
-                                      "--sparsity", "0.333"] + (calib if method == "wanda" else [])))
+    # Structured, about 20% of the parameters each (docs/PRUNING.md): FFN neurons by each
+    # criterion, whole layers by block influence; KV groups (a third: 6.6%) beside them.
+    for method in ("magnitude", "wanda", "flap"):
+        out.append((f"ffn35-{method}", "prune", f"{method}: 35% of the FFN neurons (n_ff 992)",
+                    ["--method", method, "--structure", "ffn", "--sparsity", "0.35"] +
+                    (calib if method != "magnitude" else [])))
+    out.append(("layers8-bi", "prune", "ShortGPT block influence: 8 of 30 layers",
+                ["--method", "bi", "--structure", "layers", "--sparsity", "0.267"] + calib))
+    for method in ("magnitude", "wanda", "flap"):
+        out.append((f"heads33-{method}", "prune", f"{method}: 1 of 3 KV groups (3 of 9 heads)",
+                    ["--method", method, "--structure", "heads", "--sparsity", "0.34"] +
+                    (calib if method != "magnitude" else [])))
     return out
 
 
@@ -103,6 +111,9 @@ def main():
         e = re.search(r"calibration inputs: \w+ ([\d.e-]+), (\w+) ([\d.e-]+)", err)
         if e:
             r["rel_err"], r["rel_err_base"] = float(e.group(1)), float(e.group(3))
+        e = re.search(r"([\d.]+)% of the parameters removed", err)
+        if e:
+            r["params_removed"] = float(e.group(1))
         res[label] = r
         save()
         print(f"{label}: {r}", file=sys.stderr, flush=True)
@@ -145,7 +156,8 @@ def main():
         base_name = "rtn" if r["command"] == "quantize" else "magnitude"
         err = f"{r['rel_err']:.4f} ({base_name} {r['rel_err_base']:.4f})" if "rel_err" in r else ""
         secs = f"{r['seconds']:.0f}" if r.get("seconds") else ""
-        print(f"| {r['desc']} | {r['file_mib']:.1f} | {r['ppl']:.3f} | {r['kld']:.4f} | "
+        desc = r["desc"] + (f" ({r['params_removed']:.1f}% of the parameters)" if "params_removed" in r else "")
+        print(f"| {desc} | {r['file_mib']:.1f} | {r['ppl']:.3f} | {r['kld']:.4f} | "
               f"{r['top1']:.2f} | {fmt_hs(r)} | {err} | {gap(r['ppl'], mag)} | {secs} |")
 
 

@@ -35,7 +35,7 @@ int cmd_prune(int argc, char** argv) {
   app.add_option("-m,--model", in, "input GGUF file (default: models/" +
                                        std::string(kDefaultModelFile) + ")");
   app.add_option("-o,--output", out, "output GGUF file")->required();
-  app.add_option("--method", method_name, "magnitude, wanda or sparsegpt")->required();
+  app.add_option("--method", method_name, "magnitude, wanda or sparsegpt (--structure: magnitude, wanda, flap; layers: bi)")->required();
   auto* sparsity_opt = app.add_option("--sparsity", qo.prune.sparsity,
                                       "fraction of each matrix's weights set to zero, in (0, 1)");
   auto* pattern_opt = app.add_option("--pattern", pattern,
@@ -45,8 +45,11 @@ int cmd_prune(int argc, char** argv) {
   sparsity_opt->excludes(pattern_opt);
   auto* structure_opt = app.add_option(
       "--structure", structure,
-      "ffn: remove whole feed-forward neurons instead (the fraction --sparsity of every layer's, "
-      "ranked by magnitude or wanda), writing a smaller dense model llama.cpp loads");
+      "remove whole units instead, writing a smaller dense model llama.cpp loads: ffn (the "
+      "fraction --sparsity of every layer's feed-forward neurons) or heads (of every layer's KV "
+      "groups, each with its query heads), ranked by magnitude, wanda (Wanda-sp) or flap (FLAP's "
+      "fluctuation, with bias compensation); layers (--sparsity of the blocks), ranked by "
+      "--method bi: ShortGPT's block influence");
   auto* layers_opt = app.add_option("--layer-sparsity", qo.layer_sparsity,
                  "RANGES=F: layers 0-based (e.g. 0-3,7=0.3) pruned to F instead of --sparsity; "
                  "repeatable, a later item wins");
@@ -78,48 +81,58 @@ int cmd_prune(int argc, char** argv) {
 
   StopOnSignal stop_on_signal;
   return guarded([&] {
-    qo.prune.method = compress::parse_prune_method(method_name);
     if (sparsity_opt->count() == 0 && pattern_opt->count() == 0) {
       throw UsageError("give --sparsity F or --pattern N:M");
     }
     if (structure_opt->count() > 0) {
-      if (structure != "ffn") throw UsageError("--structure: only ffn (got '" + structure + "')");
+      compress::StructuredPruneOptions so;
+      so.structure = compress::parse_structure(structure);
+      const std::string what(compress::structure_name(so.structure));
       for (const CLI::Option* opt : {pattern_opt, layers_opt, owl_opt, owl_m_opt, owl_l_opt,
                                      packed_opt, bits_opt, group_opt, scale_opt, damp_opt, tt_opt}) {
-        if (opt->count() > 0) throw UsageError(opt->get_name() + " does not apply to --structure ffn");
+        if (opt->count() > 0) throw UsageError(opt->get_name() + " does not apply to --structure " + what);
       }
-      compress::FfnPruneOptions fo;
-      fo.method = qo.prune.method;
-      fo.fraction = qo.prune.sparsity;
-      fo.calib_path = qo.calib_path;
-      fo.calib_samples = qo.calib_samples;
-      fo.calib_ctx = qo.calib_ctx;
-      fo.seed = qo.seed;
-      if (fo.method != compress::PruneMethod::Wanda) {
+      so.criterion = compress::parse_criterion(so.structure, method_name);
+      so.fraction = qo.prune.sparsity;
+      so.calib_path = qo.calib_path;
+      so.calib_samples = qo.calib_samples;
+      so.calib_ctx = qo.calib_ctx;
+      so.seed = qo.seed;
+      if (so.criterion == compress::Criterion::Magnitude) {
         for (const CLI::Option* opt : {cal.calib, cal.samples, cal.ctx, cal.seed}) {
-          if (opt->count() > 0) throw UsageError(opt->get_name() + " is only used by --method wanda");
+          if (opt->count() > 0) throw UsageError(opt->get_name() + " is not used by --method magnitude");
         }
       }
-      fo.cancel = &stop_requested();
+      so.cancel = &stop_requested();
       LogLines log;
-      fo.log = std::ref(log);
+      so.log = std::ref(log);
       ThreadPool pool(threads > 0 ? threads : ThreadPool::default_threads());
       const Timer timer;
-      compress::FfnPruneStats st;
+      compress::StructuredPruneStats st;
       try {
-        st = compress::prune_ffn_neurons(resolve_model_path(in), out, fo, pool);
+        st = compress::prune_structured(resolve_model_path(in), out, so, pool);
       } catch (const compress::Interrupted& e) {
         return interrupted_exit(e, log.transient_shown());
       }
+      std::string removed;
+      for (int64_t il : st.layers_removed) {
+        removed += removed.empty() ? " (" : ",";
+        removed += std::to_string(il);
+      }
+      if (!removed.empty()) removed += ')';
+      const char* unit = so.structure == compress::Structure::Ffn     ? "neurons per layer"
+                         : so.structure == compress::Structure::Heads ? "KV groups per layer"
+                                                                      : "layers";
       std::fprintf(stderr,
-                   "prune: %s ffn neurons: %lld -> %lld per layer, %.2f%% of the parameters removed, "
+                   "prune: %s %s: %lld -> %lld %s%s, %.2f%% of the parameters removed, "
                    "%.2f MiB -> %.2f MiB in %.1f s -> %s\n",
-                   std::string(compress::prune_method_name(fo.method)).c_str(),
-                   static_cast<long long>(st.n_ff_before), static_cast<long long>(st.n_ff_after),
+                   method_name.c_str(), what.c_str(), static_cast<long long>(st.units_before),
+                   static_cast<long long>(st.units_after), unit, removed.c_str(),
                    100.0 * (1.0 - static_cast<double>(st.params_after) / st.params_before),
                    st.bytes_in / 1048576.0, st.bytes_out / 1048576.0, timer.seconds(), out.c_str());
       return 0;
     }
+    qo.prune.method = compress::parse_prune_method(method_name);
     if (pattern_opt->count() > 0) compress::parse_nm_pattern(pattern, qo.prune);
     compress::check_prune_spec(qo.prune);
     const bool calibrated = qo.prune.needs_hessian();

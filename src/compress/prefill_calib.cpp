@@ -25,10 +25,21 @@ void check_cancel(const std::atomic<bool>* cancel) {
   if (cancelled(cancel)) throw Interrupted("interrupted; no output written");
 }
 
-// ShortGPT's block influence per layer: 1 - cos(input, output) over every token of the chunks.
+// The layers in ascending score order (ties: the later layer first).
+std::vector<int32_t> order_by(const std::vector<float>& score) {
+  std::vector<int32_t> order(score.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
+    return score[a] < score[b] || (score[a] == score[b] && a > b);
+  });
+  return order;
+}
+
+}  // namespace
+
 std::vector<float> block_influence(const model::Model& m, std::span<const int32_t> tokens,
                                    int64_t n_chunks, int64_t ctx, ThreadPool& pool,
-                                   const PrefillCalibOptions& o) {
+                                   const CalibProgress& progress, const std::atomic<bool>* cancel) {
   const int64_t n_layer = m.hparams().n_layer, n_embd = m.hparams().n_embd;
   model::Context c(m, ctx, pool, ctx);
   std::vector<double> sum(static_cast<size_t>(n_layer), 0.0);
@@ -50,10 +61,10 @@ std::vector<float> block_influence(const model::Model& m, std::span<const int32_
     prev.assign(data, data + rows * width);
   });
   for (int64_t ch = 0; ch < n_chunks; ++ch) {
-    check_cancel(o.cancel);
+    check_cancel(cancel);
     c.reset();
     c.decode_from(tokens.subspan(static_cast<size_t>(ch * ctx), static_cast<size_t>(ctx)), ctx);
-    if (o.progress) o.progress("block influence", ch + 1, n_chunks);
+    if (progress) progress("block influence", ch + 1, n_chunks);
   }
   std::vector<float> bi(static_cast<size_t>(n_layer));
   for (int64_t il = 0; il < n_layer; ++il) {
@@ -61,18 +72,6 @@ std::vector<float> block_influence(const model::Model& m, std::span<const int32_
   }
   return bi;
 }
-
-// The layers in ascending score order (ties: the later layer first).
-std::vector<int32_t> order_by(const std::vector<float>& score) {
-  std::vector<int32_t> order(score.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
-    return score[a] < score[b] || (score[a] == score[b] && a > b);
-  });
-  return order;
-}
-
-}  // namespace
 
 PrefillKld::PrefillKld(const model::Model& m, std::span<const int32_t> tokens, int64_t n_chunks,
                        int64_t ctx, ThreadPool& pool)
@@ -157,7 +156,7 @@ PrefillCalibResult calibrate_prefill(const model::Model& m, std::span<const int3
     return r;
   }
   if (o.score == "bi") {
-    plan.scores = block_influence(m, tokens, o.n_chunks, o.ctx, pool, o);
+    plan.scores = block_influence(m, tokens, o.n_chunks, o.ctx, pool, o.progress, o.cancel);
     plan.order = order_by(plan.scores);
     return r;
   }

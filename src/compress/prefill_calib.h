@@ -27,14 +27,16 @@
 
 namespace squeeze::compress {
 
+// (stage, done, total) after each step of a calibration.
+using CalibProgress = std::function<void(const std::string& stage, int64_t done, int64_t total)>;
+
 struct PrefillCalibOptions {
   std::string score = "kld";  // kld, bi, last
   int64_t n_chunks = 4;       // calibration chunks of ctx tokens, from the text's start
   int64_t ctx = 512;          // the prompt is the first half
   int64_t candidates = 6;     // kld: layers tried per greedy step
   double max_fraction = 0.5;  // kld: greedy steps up to this fraction of the layers; the rest by single score
-  // (stage, done, total) after each evaluation.
-  std::function<void(const std::string&, int64_t, int64_t)> progress;
+  CalibProgress progress;  // after each evaluation
   const std::atomic<bool>* cancel = nullptr;
 };
 
@@ -45,6 +47,13 @@ struct PrefillCalibResult {
   std::vector<double> greedy_kld;
   int64_t evaluations = 0;  // pruned runs over the calibration chunks
 };
+
+// ShortGPT's block influence per layer: 1 - cos(layer input, layer output), the mean over every
+// token of n_chunks chunks of ctx tokens of `tokens` (each chunk run from an empty cache).
+// Throws Interrupted on cancel.
+std::vector<float> block_influence(const model::Model& m, std::span<const int32_t> tokens,
+                                   int64_t n_chunks, int64_t ctx, ThreadPool& pool,
+                                   const CalibProgress& progress, const std::atomic<bool>* cancel);
 
 // Throws UsageError for bad options (before any work: a command checks them first).
 void check_options(const model::Model& m, const PrefillCalibOptions& o);

@@ -2,18 +2,18 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <numeric>
 
-#include "calib/calib.h"
 #include "compress/output.h"
+#include "compress/prefill_calib.h"
+#include "compress/structured_stats.h"
 #include "core/error.h"
 #include "formats/format.h"
-#include "model/arch.h"
 #include "model/loader.h"
 #include "model/model.h"
 #include "model/names.h"
-#include "tokenizer/tokenizer.h"
 
 namespace squeeze::compress {
 
@@ -23,177 +23,488 @@ using formats::DType;
 
 constexpr std::string_view kPrefix = "squeeze.pruning.";
 
-std::vector<float> decode(const gguf::TensorInfo& t, ThreadPool& pool) {
-  return decode_rows(t.type, t.data, t.shape[0], tensor_rows(t), pool);
+std::string layer_name(int64_t il, std::string_view suffix) {
+  return "blk." + std::to_string(il) + "." + std::string(suffix);
 }
 
-std::string layer_name(int64_t il, const char* suffix) {
-  return "blk." + std::to_string(il) + "." + suffix;
+// A tensor of the output: the source's bytes (src set) or new ones.
+struct OutTensor {
+  std::string name;
+  DType type = DType::F32;
+  std::vector<int64_t> shape;
+  const gguf::TensorInfo* src = nullptr;
+  std::vector<uint8_t> bytes;
+  std::string after;  // a tensor the source lacks: written after this one
+};
+
+OutTensor same(const gguf::TensorInfo& t, std::string name) {
+  return {std::move(name), t.type, t.shape, &t, {}, {}};
+}
+
+// Rows `keep` (ascending) of t, byte for byte.
+OutTensor keep_rows(const gguf::TensorInfo& t, const std::vector<int64_t>& keep) {
+  const size_t rb = formats::row_bytes(t.type, t.shape[0]);
+  OutTensor o{t.name, t.type, t.shape, nullptr, std::vector<uint8_t>(rb * keep.size()), {}};
+  for (size_t r = 0; r < keep.size(); ++r) {
+    std::copy_n(static_cast<const uint8_t*>(t.data) + keep[r] * rb, rb, o.bytes.data() + r * rb);
+  }
+  o.shape[1] = static_cast<int64_t>(keep.size());
+  return o;
+}
+
+// Of every row of t, the columns of the spans `keep` (ascending; span s is columns [s * width,
+// (s + 1) * width)): whole blocks copied where width is a multiple of the type's block, the
+// row otherwise decoded and stored as q8_0 (f32 where the kept width is not a multiple of 32).
+OutTensor keep_columns(const gguf::TensorInfo& t, const std::vector<int64_t>& keep, int64_t width,
+                       ThreadPool& pool) {
+  const int64_t cols = t.shape[0], rows = tensor_rows(t), n = width * static_cast<int64_t>(keep.size());
+  const int64_t block = formats::format_info(t.type).block_size;
+  OutTensor o{t.name, t.type, t.shape, nullptr, {}, {}};
+  o.shape[0] = n;
+  if (width % block == 0) {
+    const size_t rb = formats::row_bytes(t.type, cols), span_bytes = formats::row_bytes(t.type, width);
+    const size_t orb = span_bytes * keep.size();
+    o.bytes.resize(orb * static_cast<size_t>(rows));
+    for (int64_t r = 0; r < rows; ++r) {
+      const uint8_t* row = static_cast<const uint8_t*>(t.data) + r * rb;
+      for (size_t s = 0; s < keep.size(); ++s) {
+        std::copy_n(row + keep[s] * span_bytes, span_bytes, o.bytes.data() + r * orb + s * span_bytes);
+      }
+    }
+    return o;
+  }
+  const std::vector<float> w = decode_rows(t.type, t.data, cols, rows, pool);
+  o.type = n % 32 == 0 ? DType::Q8_0 : DType::F32;
+  const size_t orb = formats::row_bytes(o.type, n);
+  o.bytes.resize(orb * static_cast<size_t>(rows));
+  pool.parallel_for(rows, 16, [&](int64_t r0, int64_t r1, int) {
+    std::vector<float> row(static_cast<size_t>(n));
+    for (int64_t r = r0; r < r1; ++r) {
+      for (size_t s = 0; s < keep.size(); ++s) {
+        std::copy_n(w.data() + r * cols + keep[s] * width, width, row.data() + s * width);
+      }
+      formats::kernels(o.type).quantize_row_ref(row.data(), o.bytes.data() + r * orb, n);
+    }
+  });
+  return o;
+}
+
+// The `kept` units of highest score, ascending (ties: the earlier unit).
+std::vector<int64_t> top_units(const std::vector<double>& score, int64_t kept) {
+  std::vector<int64_t> order(score.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return score[a] > score[b]; });
+  order.resize(static_cast<size_t>(kept));
+  std::sort(order.begin(), order.end());
+  return order;
+}
+
+// Σ|w[r, c]| · norm[c] over rows [r0, r1) and every column (norm empty: 1).
+double abs_sum_rows(const std::vector<float>& w, int64_t cols, int64_t r0, int64_t r1,
+                    const std::vector<float>& norm) {
+  double s = 0.0;
+  for (int64_t r = r0; r < r1; ++r) {
+    for (int64_t c = 0; c < cols; ++c) {
+      s += std::fabs(w[r * cols + c]) * (norm.empty() ? 1.0 : norm[c]);
+    }
+  }
+  return s;
+}
+
+// FLAP's bias compensation: b[i] = (the source's bias) + Σ over the removed columns c of
+// w[i, c] · mean[c], written as an f32 tensor `name` (after `after` when the source lacks it).
+OutTensor compensation_bias(const gguf::File& f, const std::string& name, const std::string& after,
+                            const std::vector<float>& w, int64_t rows, int64_t cols,
+                            const std::vector<uint8_t>& kept, const std::vector<double>& mean) {
+  std::vector<double> b(static_cast<size_t>(rows), 0.0);
+  if (const gguf::TensorInfo* t = f.find_tensor(name)) {
+    if (t->type != DType::F32 || t->n_elements != rows) throw UsageError(f.path() + ": " + name + " is not f32 [" + std::to_string(rows) + "]");
+    for (int64_t i = 0; i < rows; ++i) b[i] = static_cast<const float*>(t->data)[i];
+  }
+  for (int64_t i = 0; i < rows; ++i) {
+    for (int64_t c = 0; c < cols; ++c) {
+      if (!kept[c]) b[i] += static_cast<double>(w[i * cols + c]) * mean[c];
+    }
+  }
+  OutTensor o{name, DType::F32, {rows}, nullptr, std::vector<uint8_t>(static_cast<size_t>(rows) * 4), {}};
+  for (int64_t i = 0; i < rows; ++i) {
+    const auto v = static_cast<float>(b[i]);
+    std::memcpy(o.bytes.data() + i * 4, &v, 4);
+  }
+  if (f.find_tensor(name) == nullptr) o.after = after;
+  return o;
+}
+
+const gguf::TensorInfo& need(const gguf::File& f, const std::string& name, Structure s) {
+  const gguf::TensorInfo* t = f.find_tensor(name);
+  if (t == nullptr) {
+    throw UsageError(f.path() + ": --structure " + std::string(structure_name(s)) + " needs " + name);
+  }
+  return *t;
+}
+
+// The ffn structure: every layer's gate / up / down (source order kept by the caller).
+void prune_ffn(const model::Model& m, const StructuredPruneOptions& o, const Calibration& cal,
+               StructuredPruneStats& st, std::vector<OutTensor>& out, ThreadPool& pool) {
+  const gguf::File& f = m.file();
+  const int64_t n_embd = m.hparams().n_embd, n_ff = st.units_before;
+  for (int64_t il = 0; il < m.hparams().n_layer; ++il) {
+    if (cancelled(o.cancel)) throw Interrupted("interrupted; no output written");
+    const gguf::TensorInfo& gate = need(f, layer_name(il, "ffn_gate.weight"), o.structure);
+    const gguf::TensorInfo& up = need(f, layer_name(il, "ffn_up.weight"), o.structure);
+    const gguf::TensorInfo& down = need(f, layer_name(il, "ffn_down.weight"), o.structure);
+    const std::vector<float> g = decode_rows(gate.type, gate.data, n_embd, n_ff, pool);
+    const std::vector<float> u = decode_rows(up.type, up.data, n_embd, n_ff, pool);
+    const std::vector<float> d = decode_rows(down.type, down.data, n_ff, n_embd, pool);
+    const bool wanda = o.criterion == Criterion::Wanda, flap = o.criterion == Criterion::Flap;
+    const std::vector<float> none;
+    const std::vector<float>& in = wanda ? cal.row_norm[il] : none;
+    std::vector<double> score(static_cast<size_t>(n_ff), 0.0);
+    pool.parallel_for(n_ff, 16, [&](int64_t j0, int64_t j1, int) {
+      for (int64_t j = j0; j < j1; ++j) {
+        double sd = 0.0, sd2 = 0.0;
+        for (int64_t i = 0; i < n_embd; ++i) {
+          sd += std::fabs(d[i * n_ff + j]);
+          sd2 += static_cast<double>(d[i * n_ff + j]) * d[i * n_ff + j];
+        }
+        score[j] = flap ? cal.var[il][j] * sd2
+                        : abs_sum_rows(g, n_embd, j, j + 1, in) + abs_sum_rows(u, n_embd, j, j + 1, in) +
+                              sd * (wanda ? cal.unit_norm[il][j] : 1.0);
+      }
+    });
+    const std::vector<int64_t> keep = top_units(score, st.units_after);
+    out.push_back(keep_rows(gate, keep));
+    out.push_back(keep_rows(up, keep));
+    out.push_back(keep_columns(down, keep, 1, pool));
+    if (flap) {
+      std::vector<uint8_t> kept(static_cast<size_t>(n_ff), 0);
+      for (int64_t j : keep) kept[j] = 1;
+      out.push_back(compensation_bias(f, layer_name(il, "ffn_down.bias"), down.name, d, n_embd, n_ff,
+                                      kept, cal.mean[il]));
+    }
+    if (o.log) {
+      o.log("blk." + std::to_string(il) + ": " + std::to_string(st.units_after) + " of " +
+                std::to_string(n_ff) + " neurons kept", false);
+    }
+  }
+}
+
+// The heads structure: every layer's q / k / v (and biases) and output. Query head h reads KV
+// head h / (n_head / n_head_kv), as in llama.cpp.
+void prune_heads(const model::Model& m, const StructuredPruneOptions& o, const Calibration& cal,
+                 StructuredPruneStats& st, std::vector<OutTensor>& out, ThreadPool& pool) {
+  const gguf::File& f = m.file();
+  const model::HParams& hp = m.hparams();
+  const int64_t n_embd = hp.n_embd, hd = hp.head_dim, n_kv = hp.n_head_kv, rep = hp.n_head / n_kv;
+  for (int64_t il = 0; il < hp.n_layer; ++il) {
+    if (cancelled(o.cancel)) throw Interrupted("interrupted; no output written");
+    const gguf::TensorInfo& tq = need(f, layer_name(il, "attn_q.weight"), o.structure);
+    const gguf::TensorInfo& tk = need(f, layer_name(il, "attn_k.weight"), o.structure);
+    const gguf::TensorInfo& tv = need(f, layer_name(il, "attn_v.weight"), o.structure);
+    const gguf::TensorInfo& to = need(f, layer_name(il, "attn_output.weight"), o.structure);
+    const std::vector<float> q = decode_rows(tq.type, tq.data, n_embd, hp.n_head * hd, pool);
+    const std::vector<float> k = decode_rows(tk.type, tk.data, n_embd, n_kv * hd, pool);
+    const std::vector<float> v = decode_rows(tv.type, tv.data, n_embd, n_kv * hd, pool);
+    const std::vector<float> w_o = decode_rows(to.type, to.data, hp.n_head * hd, n_embd, pool);
+    const bool wanda = o.criterion == Criterion::Wanda, flap = o.criterion == Criterion::Flap;
+    const int64_t n_q = hp.n_head * hd;
+    const std::vector<float> none;
+    const std::vector<float>& in = wanda ? cal.row_norm[il] : none;
+    std::vector<double> score(static_cast<size_t>(n_kv), 0.0);
+    for (int64_t g = 0; g < n_kv; ++g) {
+      if (!flap) {
+        score[g] = abs_sum_rows(q, n_embd, g * rep * hd, (g + 1) * rep * hd, in) +
+                   abs_sum_rows(k, n_embd, g * hd, (g + 1) * hd, in) +
+                   abs_sum_rows(v, n_embd, g * hd, (g + 1) * hd, in);
+      }
+      for (int64_t i = 0; i < n_embd; ++i) {
+        for (int64_t c = g * rep * hd; c < (g + 1) * rep * hd; ++c) {
+          const double wc = w_o[i * n_q + c];
+          score[g] += flap ? cal.var[il][c] * wc * wc : std::fabs(wc) * (wanda ? cal.unit_norm[il][c] : 1.0);
+        }
+      }
+    }
+    const std::vector<int64_t> groups = top_units(score, st.units_after);
+    std::vector<int64_t> heads, q_rows, kv_rows;
+    for (int64_t g : groups) {
+      for (int64_t h = g * rep; h < (g + 1) * rep; ++h) heads.push_back(h);
+    }
+    const auto rows_of = [hd](const std::vector<int64_t>& units) {
+      std::vector<int64_t> rows;
+      for (int64_t u : units) {
+        for (int64_t r = u * hd; r < (u + 1) * hd; ++r) rows.push_back(r);
+      }
+      return rows;
+    };
+    out.push_back(keep_rows(tq, rows_of(heads)));
+    out.push_back(keep_rows(tk, rows_of(groups)));
+    out.push_back(keep_rows(tv, rows_of(groups)));
+    out.push_back(keep_columns(to, heads, hd, pool));
+    using Bias = std::pair<const char*, const std::vector<int64_t>*>;
+    for (const auto& [suffix, units] : {Bias{"attn_q.bias", &heads}, Bias{"attn_k.bias", &groups},
+                                        Bias{"attn_v.bias", &groups}}) {
+      if (const gguf::TensorInfo* b = f.find_tensor(layer_name(il, suffix))) {
+        out.push_back(keep_columns(*b, *units, hd, pool));
+      }
+    }
+    if (flap) {
+      std::vector<uint8_t> kept(static_cast<size_t>(n_q), 0);
+      for (int64_t h : heads) std::fill_n(kept.begin() + h * hd, hd, uint8_t{1});
+      out.push_back(compensation_bias(f, layer_name(il, "attn_output.bias"), to.name, w_o, n_embd, n_q,
+                                      kept, cal.mean[il]));
+    }
+    if (o.log) {
+      std::string kept;
+      for (int64_t g : groups) {
+        if (!kept.empty()) kept += ',';
+        kept += std::to_string(g);
+      }
+      o.log("blk." + std::to_string(il) + ": KV groups kept " + kept + " of " + std::to_string(n_kv), false);
+    }
+  }
+}
+
+// The block index of a "blk.N.*" name, or -1.
+int64_t block_of(std::string_view name, size_t& rest) {
+  if (!name.starts_with("blk.")) return -1;
+  const size_t dot = name.find('.', 4);
+  if (dot == std::string_view::npos || dot == 4 || dot > 13) return -1;
+  int64_t il = 0;
+  for (size_t i = 4; i < dot; ++i) {
+    if (name[i] < '0' || name[i] > '9') return -1;
+    il = il * 10 + (name[i] - '0');
+  }
+  rest = dot;
+  return il;
+}
+
+// The layers structure: ShortGPT's block influence on the calibration samples (each a chunk).
+std::vector<uint8_t> layers_to_remove(const model::Model& m, const StructuredPruneOptions& o,
+                                      const calib::CalibSamples& samples, StructuredPruneStats& st,
+                                      std::vector<float>& bi, ThreadPool& pool) {
+  std::vector<int32_t> tokens;
+  for (const std::vector<int32_t>& s : samples.samples) tokens.insert(tokens.end(), s.begin(), s.end());
+  const auto progress = [&](const std::string& stage, int64_t done, int64_t total) {
+    if (o.log) o.log(stage + " " + std::to_string(done) + "/" + std::to_string(total) + " samples", true);
+  };
+  bi = block_influence(m, tokens, o.calib_samples, o.calib_ctx, pool, progress, o.cancel);
+  std::vector<double> keep_score(bi.begin(), bi.end());
+  const std::vector<int64_t> keep = top_units(keep_score, st.units_after);
+  std::vector<uint8_t> removed(bi.size(), 1);
+  for (int64_t il : keep) removed[il] = 0;
+  for (size_t il = 0; il < bi.size(); ++il) {
+    if (removed[il]) st.layers_removed.push_back(static_cast<int64_t>(il));
+  }
+  return removed;
 }
 
 }  // namespace
 
-int64_t ffn_width_kept(int64_t n_ff, double fraction) {
-  const double kept = (1.0 - fraction) * static_cast<double>(n_ff) / 32.0;
-  return std::clamp<int64_t>(std::llround(kept) * 32, 32, n_ff / 32 * 32);
+Structure parse_structure(std::string_view name) {
+  if (name == "ffn") return Structure::Ffn;
+  if (name == "heads") return Structure::Heads;
+  if (name == "layers") return Structure::Layers;
+  throw UsageError("--structure: ffn, heads or layers (got '" + std::string(name) + "')");
 }
 
-FfnPruneStats prune_ffn_neurons(const std::string& model_path, const std::string& out_path,
-                                const FfnPruneOptions& o, ThreadPool& pool) {
-  if (o.method != PruneMethod::Magnitude && o.method != PruneMethod::Wanda) {
-    throw UsageError("--structure ffn ranks neurons by magnitude or wanda");
+std::string_view structure_name(Structure s) {
+  switch (s) {
+    case Structure::Ffn: return "ffn";
+    case Structure::Heads: return "heads";
+    case Structure::Layers: return "layers";
   }
+  return "?";
+}
+
+Criterion parse_criterion(Structure s, std::string_view name) {
+  if (s == Structure::Layers) {
+    if (name == "bi") return Criterion::BlockInfluence;
+    throw UsageError("--structure layers ranks layers by --method bi (got '" + std::string(name) + "')");
+  }
+  if (name == "magnitude") return Criterion::Magnitude;
+  if (name == "wanda") return Criterion::Wanda;
+  if (name == "flap") return Criterion::Flap;
+  throw UsageError("--structure " + std::string(structure_name(s)) +
+                   " ranks units by magnitude, wanda or flap (got '" + std::string(name) + "')");
+}
+
+std::string_view criterion_name(Criterion c) {
+  switch (c) {
+    case Criterion::Magnitude: return "magnitude";
+    case Criterion::Wanda: return "wanda";
+    case Criterion::Flap: return "flap";
+    case Criterion::BlockInfluence: return "bi";
+  }
+  return "?";
+}
+
+int64_t units_kept(int64_t n, double fraction, const char* what) {
+  const int64_t kept = std::clamp<int64_t>(std::llround((1.0 - fraction) * static_cast<double>(n)), 1, n);
+  if (kept >= n) {
+    throw UsageError("--sparsity " + std::to_string(fraction) + " removes none of the " +
+                     std::to_string(n) + " " + what);
+  }
+  return kept;
+}
+
+int64_t ffn_width_kept(int64_t n_ff, double fraction) {
+  const double kept = (1.0 - fraction) * static_cast<double>(n_ff) / 32.0;
+  const int64_t w = std::clamp<int64_t>(std::llround(kept) * 32, 32, n_ff / 32 * 32);
+  if (w >= n_ff) {
+    throw UsageError("--sparsity " + std::to_string(fraction) + " removes no whole group of 32 of " +
+                     std::to_string(n_ff) + " neurons");
+  }
+  return w;
+}
+
+StructuredPruneStats prune_structured(const std::string& model_path, const std::string& out_path,
+                                      const StructuredPruneOptions& o, ThreadPool& pool) {
+  const bool layers = o.structure == Structure::Layers;
+  parse_criterion(o.structure, criterion_name(o.criterion));  // the pairing
   if (!(o.fraction > 0.0 && o.fraction < 1.0)) throw UsageError("--sparsity must be in (0, 1)");
-  auto log = [&](const std::string& line, bool transient) {
-    if (o.log) o.log(line, transient);
-  };
-  auto check_cancel = [&] {
-    if (cancelled(o.cancel)) throw Interrupted("interrupted; no output written");
-  };
   std::unique_ptr<model::Model> m = model::Model::load(model_path);
   const gguf::File& src = m->file();
   const model::HParams& hp = m->hparams();
-  if (hp.n_expert > 0) throw UsageError(src.path() + ": --structure ffn does not prune MoE experts");
+  const std::string what(structure_name(o.structure));
+  if (hp.n_expert > 0) throw UsageError(src.path() + ": --structure " + what + " does not prune MoE models");
   check_output_path(src, out_path);
-  const int64_t n_layer = hp.n_layer, n_ff = hp.n_ff, n_embd = hp.n_embd;
-  for (int64_t il = 0; il < n_layer; ++il) {
-    for (const char* s : {"ffn_gate.weight", "ffn_up.weight", "ffn_down.weight"}) {
-      if (src.find_tensor(layer_name(il, s)) == nullptr) {
-        throw UsageError(src.path() + ": --structure ffn needs " + layer_name(il, s));
+
+  StructuredPruneStats st;
+  std::vector<std::string> replaced;  // metadata keys written anew
+  switch (o.structure) {
+    case Structure::Ffn:
+      st.units_before = hp.n_ff;
+      st.units_after = ffn_width_kept(hp.n_ff, o.fraction);
+      replaced = {model::arch_key(hp, "feed_forward_length")};
+      break;
+    case Structure::Heads:
+      if (hp.n_head_kv < 2) throw UsageError(src.path() + ": --structure heads needs 2 or more KV heads");
+      st.units_before = hp.n_head_kv;
+      st.units_after = units_kept(hp.n_head_kv, o.fraction, "KV groups");
+      replaced = {model::arch_key(hp, "attention.head_count"), model::arch_key(hp, "attention.head_count_kv"),
+                  model::arch_key(hp, "attention.key_length"), model::arch_key(hp, "attention.value_length")};
+      break;
+    case Structure::Layers:
+      if (std::any_of(hp.swa_layer.begin(), hp.swa_layer.end(), [](uint8_t s) { return s != 0; })) {
+        throw UsageError(src.path() + ": --structure layers cannot remove layers of a model with "
+                         "sliding-window layers (llama.cpp places them by layer index)");
       }
-    }
-  }
-  FfnPruneStats st;
-  st.n_ff_before = n_ff;
-  st.n_ff_after = ffn_width_kept(n_ff, o.fraction);
-  if (st.n_ff_after >= n_ff) {
-    throw UsageError("--sparsity " + std::to_string(o.fraction) + " removes no whole group of 32 of " +
-                     std::to_string(n_ff) + " neurons");
+      st.units_before = hp.n_layer;
+      st.units_after = units_kept(hp.n_layer, o.fraction, "layers");
+      replaced = {model::arch_key(hp, "block_count")};
+      break;
   }
 
-  // Input channel norms per layer (Wanda-sp): the FFN input's (n_embd) and the neurons' (n_ff).
-  std::vector<std::vector<float>> in_norm(n_layer), act_norm(n_layer);
-  calib::CalibSamples samples;
-  if (o.method == PruneMethod::Wanda) {
-    const std::string text = calib::read_calibration_text(o.calib_path);
-    if (o.calib_ctx > hp.n_ctx_train) {
-      throw UsageError("--calib-ctx " + std::to_string(o.calib_ctx) + " exceeds the model's " +
-                       std::to_string(hp.n_ctx_train) + " tokens");
+  Calibration cal;
+  std::vector<OutTensor> changed;
+  std::vector<uint8_t> removed;  // layers
+  std::vector<float> bi;
+  const bool ffn = o.structure == Structure::Ffn;
+  const std::string_view row_input = ffn ? model::names::kFfnNorm : model::names::kAttnNorm;
+  const std::string_view unit_input = ffn ? model::names::kFfnAct : model::names::kKqvOut;
+  if (o.criterion == Criterion::Wanda) cal = channel_norms(*m, o, row_input, unit_input, pool);
+  if (o.criterion == Criterion::Flap || layers) cal.samples = read_calibration_samples(*m, o);
+  if (o.criterion == Criterion::Flap) activation_moments(*m, o, unit_input, cal, pool);
+  if (ffn) {
+    prune_ffn(*m, o, cal, st, changed, pool);
+  } else if (o.structure == Structure::Heads) {
+    prune_heads(*m, o, cal, st, changed, pool);
+  } else {
+    removed = layers_to_remove(*m, o, cal.samples, st, bi, pool);
+  }
+  if (cancelled(o.cancel)) throw Interrupted("interrupted; no output written");
+
+  // Tensors in the source's order: replaced, renamed (layers) or the same.
+  std::vector<OutTensor> tensors;
+  for (const gguf::TensorInfo& t : src.tensors()) {
+    st.bytes_in += t.n_bytes;
+    st.params_before += static_cast<uint64_t>(t.n_elements);
+    const auto it = std::find_if(changed.begin(), changed.end(), [&](const OutTensor& c) { return c.name == t.name; });
+    if (it != changed.end()) {
+      tensors.push_back(std::move(*it));
+      it->name.clear();
+      for (OutTensor& c : changed) {
+        if (c.after != t.name) continue;
+        tensors.push_back(std::move(c));
+        c.name.clear();
+        c.after.clear();
+      }
+      continue;
     }
-    tokenizer::Tokenizer tok(tokenizer::read_vocab(src));
-    samples = calib::sample_calibration_text(text, tok, o.calib_samples, o.calib_ctx, o.seed);
-    log("calibration: " + std::to_string(o.calib_samples) + " samples x " +
-            std::to_string(o.calib_ctx) + " tokens from " + o.calib_path, false);
-    calib::Calibrator cal(*m, samples.samples, pool);
-    auto diag_sqrt = [](const std::vector<double>& h, int64_t n) {
-      std::vector<float> d(static_cast<size_t>(n));
-      for (int64_t j = 0; j < n; ++j) d[j] = static_cast<float>(std::sqrt(std::max(0.0, h[j * n + j])));
-      return d;
-    };
-    const auto apply = [&](int64_t il, const calib::BlockHessians& hs) {
-      in_norm[il] = diag_sqrt(hs.of(model::names::kFfnNorm), n_embd);
-      act_norm[il] = diag_sqrt(hs.of(model::names::kFfnAct), n_ff);
-    };
-    const auto progress = [&](int64_t il, const char* phase, int64_t done, int64_t total) {
-      log("block " + std::to_string(il + 1) + "/" + std::to_string(n_layer) + ": " + phase + " " +
-              std::to_string(done) + "/" + std::to_string(total) + " samples", true);
-    };
-    if (!cal.for_each_block(apply, progress, o.cancel)) check_cancel();
+    size_t rest = 0;
+    const int64_t il = layers ? block_of(t.name, rest) : -1;
+    if (il < 0 || il >= hp.n_layer) {
+      tensors.push_back(same(t, t.name));
+    } else if (!removed[il]) {
+      const auto renumbered = std::count(removed.begin(), removed.begin() + il, uint8_t{0});
+      tensors.push_back(same(t, "blk." + std::to_string(renumbered) + t.name.substr(rest)));
+    }
   }
 
-  // Per layer: the neurons kept (ascending), and the three new tensors.
-  std::vector<std::vector<uint8_t>> data;  // gate, up, down of each layer
-  for (int64_t il = 0; il < n_layer; ++il) {
-    check_cancel();
-    const gguf::TensorInfo& gate = *src.find_tensor(layer_name(il, "ffn_gate.weight"));
-    const gguf::TensorInfo& up = *src.find_tensor(layer_name(il, "ffn_up.weight"));
-    const gguf::TensorInfo& down = *src.find_tensor(layer_name(il, "ffn_down.weight"));
-    const std::vector<float> g = decode(gate, pool), u = decode(up, pool), d = decode(down, pool);
-    std::vector<double> score(static_cast<size_t>(n_ff), 0.0);
-    const bool wanda = o.method == PruneMethod::Wanda;
-    pool.parallel_for(n_ff, 16, [&](int64_t j0, int64_t j1, int) {
-      for (int64_t j = j0; j < j1; ++j) {
-        double s = 0.0;
-        for (int64_t k = 0; k < n_embd; ++k) {
-          const double nk = wanda ? in_norm[il][k] : 1.0;
-          s += (std::fabs(g[j * n_embd + k]) + std::fabs(u[j * n_embd + k])) * nk;
-        }
-        double sd = 0.0;
-        for (int64_t i = 0; i < n_embd; ++i) sd += std::fabs(d[i * n_ff + j]);
-        score[j] = s + sd * (wanda ? act_norm[il][j] : 1.0);
-      }
-    });
-    std::vector<int64_t> order(static_cast<size_t>(n_ff));
-    std::iota(order.begin(), order.end(), 0);
-    std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return score[a] > score[b]; });
-    std::vector<int64_t> keep(order.begin(), order.begin() + st.n_ff_after);
-    std::sort(keep.begin(), keep.end());
-    for (const gguf::TensorInfo* t : {&gate, &up}) {
-      const size_t rb = formats::row_bytes(t->type, n_embd);
-      std::vector<uint8_t> out(rb * keep.size());
-      for (size_t r = 0; r < keep.size(); ++r) {
-        std::copy_n(static_cast<const uint8_t*>(t->data) + keep[r] * rb, rb, out.data() + r * rb);
-      }
-      data.push_back(std::move(out));
-    }
-    const size_t qrb = formats::row_bytes(DType::Q8_0, st.n_ff_after);
-    std::vector<uint8_t> out(qrb * static_cast<size_t>(n_embd));
-    pool.parallel_for(n_embd, 16, [&](int64_t i0, int64_t i1, int) {
-      std::vector<float> row(keep.size());
-      for (int64_t i = i0; i < i1; ++i) {
-        for (size_t r = 0; r < keep.size(); ++r) row[r] = d[i * n_ff + keep[r]];
-        formats::kernels(DType::Q8_0).quantize_row_ref(row.data(), out.data() + i * qrb, st.n_ff_after);
-      }
-    });
-    data.push_back(std::move(out));
-    log("blk." + std::to_string(il) + ": " + std::to_string(st.n_ff_after) + " of " +
-            std::to_string(n_ff) + " neurons kept", false);
-  }
-  check_cancel();
-
-  const std::string ff_key = model::arch_key(hp, "feed_forward_length");
-  std::vector<std::string> skip_keys = {ff_key, "general.file_type"};
+  // Metadata: the source's, less the keys replaced, older pruning provenance and plans made
+  // for the unpruned layers (squeeze.prefill.*, squeeze.sparsity.*); per-layer arrays sliced.
+  std::vector<std::string> skip_keys = replaced;
+  skip_keys.push_back("general.file_type");
+  std::vector<const gguf::KeyValue*> sliced;
   for (const gguf::KeyValue& kv : src.metadata()) {
-    if (kv.key.starts_with(kPrefix)) skip_keys.push_back(kv.key);
+    const std::string_view k = kv.key;
+    if (k.starts_with(kPrefix) || k.starts_with("squeeze.prefill.") || k.starts_with("squeeze.sparsity.")) {
+      skip_keys.push_back(kv.key);
+    } else if (layers && kv.value.type == gguf::ValueType::Array &&
+               kv.value.array_len == static_cast<uint64_t>(hp.n_layer) && k.starts_with(hp.arch + ".")) {
+      if (kv.value.array_type == gguf::ValueType::String) {
+        throw UsageError(src.path() + ": per-layer string array '" + kv.key + "' cannot be sliced");
+      }
+      skip_keys.push_back(kv.key);
+      sliced.push_back(&kv);
+    }
   }
   const std::vector<std::string_view> skip(skip_keys.begin(), skip_keys.end());
   gguf::Writer w(src.alignment());
   w.copy_metadata(src, skip);
-  w.add_uint32(ff_key, static_cast<uint32_t>(st.n_ff_after));
+  for (const gguf::KeyValue* kv : sliced) {
+    const size_t es = gguf::value_type_size(kv->value.array_type);
+    std::vector<uint8_t> packed;
+    for (int64_t il = 0; il < hp.n_layer; ++il) {
+      if (!removed[il]) packed.insert(packed.end(), kv->value.array_data + il * es, kv->value.array_data + (il + 1) * es);
+    }
+    w.add_array(kv->key, kv->value.array_type, packed);
+  }
+  switch (o.structure) {
+    case Structure::Ffn: w.add_uint32(replaced[0], static_cast<uint32_t>(st.units_after)); break;
+    case Structure::Heads:
+      w.add_uint32(replaced[0], static_cast<uint32_t>(st.units_after * (hp.n_head / hp.n_head_kv)));
+      w.add_uint32(replaced[1], static_cast<uint32_t>(st.units_after));
+      w.add_uint32(replaced[2], static_cast<uint32_t>(hp.head_dim));
+      w.add_uint32(replaced[3], static_cast<uint32_t>(hp.head_dim));
+      break;
+    case Structure::Layers: w.add_uint32(replaced[0], static_cast<uint32_t>(st.units_after)); break;
+  }
   const std::string pre(kPrefix);
-  w.add_string(pre + "structure", "ffn");
-  w.add_string(pre + "method", std::string(prune_method_name(o.method)));
+  w.add_string(pre + "structure", what);
+  w.add_string(pre + "method", std::string(criterion_name(o.criterion)));
   w.add_float32(pre + "sparsity", static_cast<float>(o.fraction));
-  w.add_uint32(pre + "ffn_length_before", static_cast<uint32_t>(n_ff));
-  if (o.method == PruneMethod::Wanda) {
+  w.add_uint32(pre + what + "_before", static_cast<uint32_t>(st.units_before));
+  if (layers) {
+    w.add_int32_array(pre + "layers_removed", {st.layers_removed.begin(), st.layers_removed.end()});
+    w.add_float32_array(pre + "block_influence", bi);
+  }
+  if (o.criterion != Criterion::Magnitude) {
     w.add_string(pre + "calibration.file", std::filesystem::path(o.calib_path).filename().string());
-    w.add_string(pre + "calibration.fnv1a64", samples.text_hash);
+    w.add_string(pre + "calibration.fnv1a64", cal.samples.text_hash);
     w.add_uint32(pre + "calibration.samples", static_cast<uint32_t>(o.calib_samples));
     w.add_uint32(pre + "calibration.ctx", static_cast<uint32_t>(o.calib_ctx));
     w.add_uint64(pre + "calibration.seed", o.seed);
   }
-  for (const gguf::TensorInfo& t : src.tensors()) {
-    st.bytes_in += t.n_bytes;
-    st.params_before += static_cast<uint64_t>(t.n_elements);
-    // Which of a layer's gate / up / down this is, through the architecture's manifest.
-    int64_t il = -1;
-    const model::LayerMatrix* lm = model::find_layer_matrix(m->arch(), t.name, il);
-    const std::string_view suffix = lm != nullptr ? lm->suffix : std::string_view();
-    const int which = suffix == "ffn_gate.weight" ? 0 : suffix == "ffn_up.weight" ? 1
-                      : suffix == "ffn_down.weight" ? 2 : -1;
-    if (which < 0) {
-      w.add_tensor(t.name, t.type, t.shape, {static_cast<const uint8_t*>(t.data), t.n_bytes});
-      st.bytes_out += t.n_bytes;
-      st.params_after += static_cast<uint64_t>(t.n_elements);
-      continue;
-    }
-    const std::vector<uint8_t>& bytes = data[static_cast<size_t>(il * 3 + which)];
-    const bool is_down = which == 2;
-    const std::vector<int64_t> shape =
-        is_down ? std::vector<int64_t>{st.n_ff_after, n_embd} : std::vector<int64_t>{n_embd, st.n_ff_after};
-    w.add_tensor(t.name, is_down ? DType::Q8_0 : t.type, shape, bytes);
+  for (const OutTensor& t : tensors) {
+    const std::span<const uint8_t> bytes =
+        t.src ? std::span<const uint8_t>(static_cast<const uint8_t*>(t.src->data), t.src->n_bytes)
+              : std::span<const uint8_t>(t.bytes);
+    w.add_tensor(t.name, t.type, t.shape, bytes);
     st.bytes_out += bytes.size();
-    st.params_after += static_cast<uint64_t>(st.n_ff_after * n_embd);
+    int64_t n = 1;
+    for (int64_t d : t.shape) n *= d;
+    st.params_after += static_cast<uint64_t>(n);
   }
   write_output(w, out_path, o.cancel);
   return st;

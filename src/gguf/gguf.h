@@ -23,6 +23,8 @@ enum class ValueType : uint32_t {
   Bool = 7, String = 8, Array = 9, UInt64 = 10, Int64 = 11, Float64 = 12,
 };
 std::string_view value_type_name(ValueType t);
+// Bytes of one element of a numeric or bool value type; 0 for String and Array.
+size_t value_type_size(ValueType t);
 
 // One metadata value. Strings and array payloads point into the mapped file.
 struct Value {

@@ -17,8 +17,6 @@ static_assert(std::endian::native == std::endian::little, "GGUF reading assumes 
 // Throws FormatError("<path>: <what>").
 [[noreturn]] void fail(const std::string& path, const std::string& what);
 
-// Bytes of one element of a numeric or bool value type; 0 for String and Array.
-size_t value_type_size(ValueType t);
 bool value_type_known(uint32_t id);
 bool value_type_is_integer(ValueType t);
 

@@ -26,14 +26,6 @@ std::string_view value_type_name(ValueType t) {
   return "unknown";
 }
 
-namespace detail {
-
-void fail(const std::string& path, const std::string& what) {
-  throw FormatError(path + ": " + what);
-}
-
-bool value_type_known(uint32_t id) { return id <= static_cast<uint32_t>(ValueType::Float64); }
-
 size_t value_type_size(ValueType t) {
   switch (t) {
     case ValueType::UInt8:
@@ -52,6 +44,15 @@ size_t value_type_size(ValueType t) {
   }
   return 0;
 }
+
+namespace detail {
+
+void fail(const std::string& path, const std::string& what) {
+  throw FormatError(path + ": " + what);
+}
+
+bool value_type_known(uint32_t id) { return id <= static_cast<uint32_t>(ValueType::Float64); }
+
 
 bool value_type_is_integer(ValueType t) {
   switch (t) {

@@ -50,7 +50,7 @@ std::vector<uint8_t> encode_scalar(ValueType t, T v) {
 }
 
 std::vector<uint8_t> encode_numeric_array(ValueType elem, std::span<const uint8_t> packed) {
-  const size_t size = detail::value_type_size(elem);
+  const size_t size = value_type_size(elem);
   if (size == 0) misuse("add_array takes numeric or bool elements, not " + std::string(value_type_name(elem)));
   if (packed.size() % size != 0) {
     misuse("array of " + std::string(value_type_name(elem)) + " has " +
@@ -164,7 +164,7 @@ void Writer::add_value(std::string key, const Value& v) {
       if (v.array_type == ValueType::String) {
         set_kv(std::move(key), encode_string_array(v.strings));
       } else {
-        const size_t n = static_cast<size_t>(v.array_len) * detail::value_type_size(v.array_type);
+        const size_t n = static_cast<size_t>(v.array_len) * value_type_size(v.array_type);
         add_array(std::move(key), v.array_type, {v.array_data, n});
       }
       break;

@@ -21,6 +21,8 @@ void load_llama_family(const gguf::File& f, HParams& hp, Model& m, ops::RopeLayo
     L.ffn_norm = bind_vector(f, p + "ffn_norm.weight", hp.n_embd);
     bind_layer_matrices(f, hp, kStandardLayerMatrices, il, L);
     bind_qkv_biases(f, hp, il, L);
+    L.bo = bind_optional_vector(f, p + "attn_output.bias", hp.n_embd);
+    L.b_down = bind_optional_vector(f, p + "ffn_down.bias", hp.n_embd);
     L.rope_freqs = rope_freqs;
     if (qk_norm) {
       L.attn_q_norm = bind_vector(f, p + "attn_q_norm.weight", hp.head_dim);
@@ -37,8 +39,8 @@ void load(const gguf::File& f, HParams& hp, Model& m) {
 
 }  // namespace
 
-// One pre-norm block: x += attention(norm(x)); x += SwiGLU MLP(norm(x)), with the q/k/v biases
-// and the per-head QK-norm of the layer when it has them, and the routed MLP of its experts
+// One pre-norm block: x += attention(norm(x)); x += SwiGLU MLP(norm(x)), with the q/k/v/o and
+// ffn_down biases and the per-head QK-norm of the layer when it has them, and the routed MLP of its experts
 // when it has them (MoE). Every intermediate has a name (passed to the callback).
 void llama_family_layer(const Model& m, int64_t il, kv::KvCache& kv, ForwardScratch& s,
                         ThreadPool& pool, const ChunkLayout& b, const TensorCallback* callback) {
@@ -59,6 +61,7 @@ void llama_family_layer(const Model& m, int64_t il, kv::KvCache& kv, ForwardScra
   rope_qk(p, b);
   attend(p, kv, b);
   blocks.attn_output(p);
+  if (p.L.bo != nullptr) add_bias_rows(p, s.proj.data(), p.L.bo, n_embd);
   p.emit(names::kAttnOut, s.proj.data(), n_embd);
   add_rows(p, x, s.proj.data());
   p.emit(names::kFfnInp, x, n_embd);
@@ -67,6 +70,7 @@ void llama_family_layer(const Model& m, int64_t il, kv::KvCache& kv, ForwardScra
   p.emit(names::kFfnNorm, s.xn.data(), n_embd);
   if (p.L.experts.empty()) {
     blocks.mlp(p);
+    if (p.L.b_down != nullptr) add_bias_rows(p, s.proj.data(), p.L.b_down, n_embd);
   } else {
     moe_mlp(p);
   }

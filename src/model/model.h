@@ -71,6 +71,8 @@ struct LayerWeights {
   const float* bq = nullptr;              // [n_head * head_dim] bias of wq (qwen2)
   const float* bk = nullptr;              // [n_head_kv * head_dim] bias of wk
   const float* bv = nullptr;              // [n_head_kv * head_dim] bias of wv
+  const float* bo = nullptr;              // [n_embd] bias of wo (llama family; structured pruning)
+  const float* b_down = nullptr;          // [n_embd] bias of ffn_down (likewise)
   const float* rope_freqs = nullptr;  // [n_rot / 2] rotary frequency divisors (Llama 3.1+)
   // MoE layers (qwen3moe): the router and the experts, in place of ffn_gate/up/down.
   ops::WeightView ffn_gate_inp;       // [n_embd] -> [n_expert] router logits

@@ -199,13 +199,35 @@ TEST_F(PruneCli, StructuredFfnWritesASmallerModelThatRuns) {
                                  calib(),
                              "pr_ffn");
   ASSERT_EQ(r.rc, 0) << r.err;
-  EXPECT_NE(r.err.find("ffn neurons: 128 -> 64 per layer"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("ffn: 128 -> 64 neurons per layer"), std::string::npos) << r.err;
   const gguf::File f = gguf::File::open(o);
   EXPECT_EQ(f.require_int("llama.feed_forward_length"), 64);
   EXPECT_EQ(f.require_string("squeeze.pruning.method"), "wanda");
   EXPECT_EQ(f.require_int("squeeze.pruning.calibration.samples"), 4);
   const auto g = run_squeeze("run -m " + o + " -p hello -n 4 --temp 0 --ctx 64", "pr_ffn_run");
   EXPECT_EQ(g.rc, 0) << g.err;
+}
+
+TEST_F(PruneCli, StructuredHeadsAndLayersWriteSmallerModelsThatRun) {
+  const std::string heads = out("heads.gguf"), layers = out("layers.gguf");
+  const auto h = run_squeeze(base() + "-o " + heads + " --method wanda --structure heads --sparsity 0.5 " +
+                                 calib(),
+                             "pr_heads");
+  ASSERT_EQ(h.rc, 0) << h.err;
+  EXPECT_NE(h.err.find("heads: 2 -> 1 KV groups per layer"), std::string::npos) << h.err;
+  EXPECT_EQ(gguf::File::open(heads).require_int("llama.attention.head_count"), 2);
+  const auto l = run_squeeze(base() + "-o " + layers + " --method bi --structure layers --sparsity 0.5 " +
+                                 calib(),
+                             "pr_layers");
+  ASSERT_EQ(l.rc, 0) << l.err;
+  EXPECT_NE(l.err.find("layers: 2 -> 1 layers ("), std::string::npos) << l.err;
+  const gguf::File f = gguf::File::open(layers);
+  EXPECT_EQ(f.require_int("llama.block_count"), 1);
+  EXPECT_EQ(f.require_string("squeeze.pruning.method"), "bi");
+  for (const std::string& m : {heads, layers}) {
+    const auto g = run_squeeze("run -m " + m + " -p hello -n 4 --temp 0 --ctx 64", "pr_struct_run");
+    EXPECT_EQ(g.rc, 0) << g.err;
+  }
 }
 
 TEST_F(PruneCli, BadOptionsAreOneClearErrorBeforeAnyWork) {
@@ -235,12 +257,16 @@ TEST_F(PruneCli, BadOptionsAreOneClearErrorBeforeAnyWork) {
       {o + "--method magnitude --pattern 1:4 --packed", "it needs --pattern N:M with N >= M / 2"},
       {o + "--method magnitude --pattern 32:64 --packed", "M dividing 32"},
       {o + "--method magnitude --pattern 2:4 --packed --bits 4", "--bits 8 --group-size 32"},
-      {o + "--method magnitude --structure heads --sparsity 0.5", "--structure: only ffn"},
+      {o + "--method magnitude --structure rows --sparsity 0.5", "--structure: ffn, heads or layers"},
+      {o + "--method wanda --structure layers --sparsity 0.5", "ranks layers by --method bi (got 'wanda')"},
+      {o + "--method bi --structure layers --sparsity 0.1", "removes none of the 2 layers"},
+      {o + "--method magnitude --structure heads --sparsity 0.2", "removes none of the 2 KV groups"},
+      {o + "--method bi --structure heads --sparsity 0.5", "ranks units by magnitude, wanda or flap (got 'bi')"},
       {o + "--method magnitude --structure ffn --sparsity 0.5 --packed", "--packed does not apply to --structure ffn"},
       {o + "--method magnitude --structure ffn --pattern 2:4", "--pattern does not apply to --structure ffn"},
       {o + "--method magnitude --structure ffn", "give --sparsity F"},
-      {o + "--method sparsegpt --structure ffn --sparsity 0.5", "ranks neurons by magnitude or wanda"},
-      {o + "--method magnitude --structure ffn --sparsity 0.5 --calib " + calib_, "--calib is only used by --method wanda"},
+      {o + "--method sparsegpt --structure ffn --sparsity 0.5", "ranks units by magnitude, wanda or flap (got 'sparsegpt')"},
+      {o + "--method magnitude --structure ffn --sparsity 0.5 --calib " + calib_, "--calib is not used by --method magnitude"},
       {o + "--method magnitude --structure ffn --sparsity 0.01", "removes no whole group of 32"},
   };
   for (const auto& [args, needle] : cases) {

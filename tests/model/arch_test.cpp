@@ -11,6 +11,8 @@
 
 #include "core/error.h"
 #include "model/arch.h"
+#include "model/context.h"
+#include "model/model.h"
 #include "model/names.h"
 #include "tiny_model.h"
 
@@ -186,6 +188,47 @@ TEST(Arch, TensorNamesParseIntoLayerAndManifestEntry) {
         "blk.3", "blk.", "xblk.3.attn_q.weight"}) {
     EXPECT_EQ(find_layer_matrix(a, other, layer), nullptr) << other;
     EXPECT_EQ(layer, -1) << other;
+  }
+}
+
+// The llama family's optional attn_output.bias and ffn_down.bias (structured pruning's bias
+// compensation writes them; llama.cpp's llama models read them): with one of them, layer 0's
+// attention (or FFN) output is the one without plus the bias, on every row.
+TEST(Arch, OutputBiasesAreAddedToTheirProjections) {
+  const testing::TinyModelSpec plain;
+  std::vector<float> bias(static_cast<size_t>(plain.n_embd));
+  for (size_t i = 0; i < bias.size(); ++i) bias[i] = 0.01f * static_cast<float>(i) - 0.3f;
+  ThreadPool pool(1);
+  // Layer 0's output of `name` in the tiny model, with `bias_tensor` added when not empty.
+  const auto output = [&](std::string_view name, const std::string& bias_tensor) {
+    testing::TinyModelSpec spec;
+    if (!bias_tensor.empty()) {
+      spec.extra = [&](gguf::Writer& w) {
+        w.add_tensor(bias_tensor, formats::DType::F32, {spec.n_embd},
+                     {reinterpret_cast<const uint8_t*>(bias.data()), bias.size() * 4});
+      };
+    }
+    const std::string path = tmp_path("bias");
+    testing::write_tiny_model(path, spec);
+    const auto m = Model::load(path);
+    std::filesystem::remove(path);
+    std::vector<float> y;
+    Context c(*m, 16, pool, 1);
+    c.set_callback([&](std::string_view n, int layer, const float* x, int64_t rows, int64_t width) {
+      if (layer == 0 && n == name) y.insert(y.end(), x, x + rows * width);
+    });
+    c.decode(std::vector<int32_t>{5, 70, 100});
+    return y;
+  };
+  for (const auto& [name, tensor] : {std::pair{names::kAttnOut, "blk.0.attn_output.bias"},
+                                     std::pair{names::kFfnOut, "blk.0.ffn_down.bias"}}) {
+    SCOPED_TRACE(tensor);
+    const std::vector<float> without = output(name, ""), with = output(name, tensor);
+    ASSERT_EQ(without.size(), static_cast<size_t>(3 * plain.n_embd));
+    ASSERT_EQ(with.size(), without.size());
+    for (size_t i = 0; i < with.size(); ++i) {
+      EXPECT_NEAR(with[i], without[i] + bias[i % bias.size()], 1e-6f) << i;
+    }
   }
 }
 

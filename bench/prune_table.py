@@ -53,7 +53,7 @@ def cells(samples):
                     ["--method", method, "--sparsity", "0.5", "--owl"] + calib))
     # Structured, about 20% of the parameters each (docs/PRUNING.md): FFN neurons by each
     # criterion, whole layers by block influence; KV groups (a third: 6.6%) beside them.
-    for method in ("magnitude", "wanda", "flap"):
+    for method in ("magnitude", "wanda", "flap", "taylor"):
         out.append((f"ffn35-{method}", "prune", f"{method}: 35% of the FFN neurons (n_ff 992)",
                     ["--method", method, "--structure", "ffn", "--sparsity", "0.35"] +
                     (calib if method != "magnitude" else [])))

@@ -35,7 +35,7 @@ int cmd_prune(int argc, char** argv) {
   app.add_option("-m,--model", in, "input GGUF file (default: models/" +
                                        std::string(kDefaultModelFile) + ")");
   app.add_option("-o,--output", out, "output GGUF file")->required();
-  app.add_option("--method", method_name, "magnitude, wanda or sparsegpt (--structure: magnitude, wanda, flap; layers: bi)")->required();
+  app.add_option("--method", method_name, "magnitude, wanda or sparsegpt (--structure: magnitude, wanda, flap, taylor; layers: bi)")->required();
   auto* sparsity_opt = app.add_option("--sparsity", qo.prune.sparsity,
                                       "fraction of each matrix's weights set to zero, in (0, 1)");
   auto* pattern_opt = app.add_option("--pattern", pattern,
@@ -47,9 +47,10 @@ int cmd_prune(int argc, char** argv) {
       "--structure", structure,
       "remove whole units instead, writing a smaller dense model llama.cpp loads: ffn (the "
       "fraction --sparsity of every layer's feed-forward neurons) or heads (of every layer's KV "
-      "groups, each with its query heads), ranked by magnitude, wanda (Wanda-sp) or flap (FLAP's "
-      "fluctuation, with bias compensation); layers (--sparsity of the blocks), ranked by "
-      "--method bi: ShortGPT's block influence");
+      "groups, each with its query heads), ranked by magnitude, wanda (Wanda-sp), flap (FLAP's "
+      "fluctuation, with bias compensation) or, for ffn, taylor (LLM-Pruner's first-order "
+      "Taylor importance); layers (--sparsity of the blocks), ranked by --method bi: "
+      "ShortGPT's block influence");
   auto* layers_opt = app.add_option("--layer-sparsity", qo.layer_sparsity,
                  "RANGES=F: layers 0-based (e.g. 0-3,7=0.3) pruned to F instead of --sparsity; "
                  "repeatable, a later item wins");

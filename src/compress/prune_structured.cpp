@@ -9,6 +9,7 @@
 #include "compress/output.h"
 #include "compress/prefill_calib.h"
 #include "compress/structured_stats.h"
+#include "compress/taylor.h"
 #include "core/error.h"
 #include "formats/format.h"
 #include "model/loader.h"
@@ -167,8 +168,9 @@ void prune_ffn(const model::Model& m, const StructuredPruneOptions& o, const Cal
           sd += std::fabs(d[i * n_ff + j]);
           sd2 += static_cast<double>(d[i * n_ff + j]) * d[i * n_ff + j];
         }
-        score[j] = flap ? cal.var[il][j] * sd2
-                        : abs_sum_rows(g, n_embd, j, j + 1, in) + abs_sum_rows(u, n_embd, j, j + 1, in) +
+        score[j] = o.criterion == Criterion::Taylor ? cal.importance[il][j]
+                   : flap ? cal.var[il][j] * sd2
+                          : abs_sum_rows(g, n_embd, j, j + 1, in) + abs_sum_rows(u, n_embd, j, j + 1, in) +
                               sd * (wanda ? cal.unit_norm[il][j] : 1.0);
       }
     });
@@ -324,8 +326,9 @@ Criterion parse_criterion(Structure s, std::string_view name) {
   if (name == "magnitude") return Criterion::Magnitude;
   if (name == "wanda") return Criterion::Wanda;
   if (name == "flap") return Criterion::Flap;
-  throw UsageError("--structure " + std::string(structure_name(s)) +
-                   " ranks units by magnitude, wanda or flap (got '" + std::string(name) + "')");
+  if (name == "taylor" && s == Structure::Ffn) return Criterion::Taylor;
+  throw UsageError("--structure " + std::string(structure_name(s)) + " ranks units by magnitude, wanda" +
+                   (s == Structure::Ffn ? ", flap or taylor" : " or flap") + " (got '" + std::string(name) + "')");
 }
 
 std::string_view criterion_name(Criterion c) {
@@ -333,6 +336,7 @@ std::string_view criterion_name(Criterion c) {
     case Criterion::Magnitude: return "magnitude";
     case Criterion::Wanda: return "wanda";
     case Criterion::Flap: return "flap";
+    case Criterion::Taylor: return "taylor";
     case Criterion::BlockInfluence: return "bi";
   }
   return "?";
@@ -403,8 +407,16 @@ StructuredPruneStats prune_structured(const std::string& model_path, const std::
   const std::string_view row_input = ffn ? model::names::kFfnNorm : model::names::kAttnNorm;
   const std::string_view unit_input = ffn ? model::names::kFfnAct : model::names::kKqvOut;
   if (o.criterion == Criterion::Wanda) cal = channel_norms(*m, o, row_input, unit_input, pool);
-  if (o.criterion == Criterion::Flap || layers) cal.samples = read_calibration_samples(*m, o);
+  if (o.criterion == Criterion::Flap || o.criterion == Criterion::Taylor || layers) {
+    cal.samples = read_calibration_samples(*m, o);
+  }
   if (o.criterion == Criterion::Flap) activation_moments(*m, o, unit_input, cal, pool);
+  if (o.criterion == Criterion::Taylor) {
+    const auto progress = [&](int64_t done, int64_t total) {
+      if (o.log) o.log("taylor gradients " + std::to_string(done) + "/" + std::to_string(total) + " samples", true);
+    };
+    cal.importance = ffn_taylor_importance(*m, ffn_loss_gradients(*m, cal.samples.samples, pool, progress, o.cancel), pool);
+  }
   if (ffn) {
     prune_ffn(*m, o, cal, st, changed, pool);
   } else if (o.structure == Structure::Heads) {

@@ -19,7 +19,10 @@
 //              calibration tokens, with bias compensation: what the removed channels' means
 //              contributed, W[:, removed] · mean(x_removed), goes into ffn_down.bias /
 //              attn_output.bias (which llama.cpp's llama models read). Widths stay uniform
-//              (FLAP's adaptive per-layer widths need per-layer arrays; not done).
+//              (FLAP's adaptive per-layer widths need per-layer arrays; not done);
+//   taylor     (neurons only) LLM-Pruner's first-order Taylor importance Σ|w · ∂L/∂w| over the
+//              neuron's weights, the next-token loss's gradients through the head with the
+//              later blocks frozen (compress/taylor.h).
 // For layers, ShortGPT's block influence (1 - cos(layer input, layer output) on the dense
 // model's calibration tokens, compress/prefill_calib.h): the lowest go.
 // Rows kept are copied byte for byte; a matrix that loses columns keeps its blocks where a
@@ -39,12 +42,12 @@
 namespace squeeze::compress {
 
 enum class Structure { Ffn, Heads, Layers };
-enum class Criterion { Magnitude, Wanda, Flap, BlockInfluence };
+enum class Criterion { Magnitude, Wanda, Flap, Taylor, BlockInfluence };
 
 // "ffn", "heads", "layers"; UsageError otherwise.
 Structure parse_structure(std::string_view name);
 std::string_view structure_name(Structure s);
-// "magnitude", "wanda", "flap" (ffn, heads) or "bi" (layers); UsageError otherwise or when the
+// "magnitude", "wanda", "flap" (ffn, heads), "taylor" (ffn) or "bi" (layers); UsageError otherwise or when the
 // criterion does not rank the structure's units.
 Criterion parse_criterion(Structure s, std::string_view name);
 std::string_view criterion_name(Criterion c);

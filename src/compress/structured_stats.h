@@ -16,6 +16,7 @@ struct Calibration {
   calib::CalibSamples samples;
   std::vector<std::vector<float>> row_norm, unit_norm;  // wanda, per layer: ‖x‖₂ per input channel
   std::vector<std::vector<double>> mean, var;           // flap, per layer: per unit channel
+  std::vector<std::vector<double>> importance;          // taylor, per layer: per neuron
 };
 
 // o.calib_samples windows of o.calib_ctx tokens of o.calib_path (UsageError: unreadable text,

@@ -195,14 +195,14 @@ TEST_F(PruneCli, PackedIsTheDenseFileWithoutItsZeros) {
 
 TEST_F(PruneCli, StructuredFfnWritesASmallerModelThatRuns) {
   const std::string o = out("ffn.gguf");
-  const auto r = run_squeeze(base() + "-o " + o + " --method wanda --structure ffn --sparsity 0.5 " +
+  const auto r = run_squeeze(base() + "-o " + o + " --method taylor --structure ffn --sparsity 0.5 " +
                                  calib(),
                              "pr_ffn");
   ASSERT_EQ(r.rc, 0) << r.err;
   EXPECT_NE(r.err.find("ffn: 128 -> 64 neurons per layer"), std::string::npos) << r.err;
   const gguf::File f = gguf::File::open(o);
   EXPECT_EQ(f.require_int("llama.feed_forward_length"), 64);
-  EXPECT_EQ(f.require_string("squeeze.pruning.method"), "wanda");
+  EXPECT_EQ(f.require_string("squeeze.pruning.method"), "taylor");
   EXPECT_EQ(f.require_int("squeeze.pruning.calibration.samples"), 4);
   const auto g = run_squeeze("run -m " + o + " -p hello -n 4 --temp 0 --ctx 64", "pr_ffn_run");
   EXPECT_EQ(g.rc, 0) << g.err;
@@ -262,10 +262,11 @@ TEST_F(PruneCli, BadOptionsAreOneClearErrorBeforeAnyWork) {
       {o + "--method bi --structure layers --sparsity 0.1", "removes none of the 2 layers"},
       {o + "--method magnitude --structure heads --sparsity 0.2", "removes none of the 2 KV groups"},
       {o + "--method bi --structure heads --sparsity 0.5", "ranks units by magnitude, wanda or flap (got 'bi')"},
+      {o + "--method taylor --structure heads --sparsity 0.5", "ranks units by magnitude, wanda or flap (got 'taylor')"},
       {o + "--method magnitude --structure ffn --sparsity 0.5 --packed", "--packed does not apply to --structure ffn"},
       {o + "--method magnitude --structure ffn --pattern 2:4", "--pattern does not apply to --structure ffn"},
       {o + "--method magnitude --structure ffn", "give --sparsity F"},
-      {o + "--method sparsegpt --structure ffn --sparsity 0.5", "ranks units by magnitude, wanda or flap (got 'sparsegpt')"},
+      {o + "--method sparsegpt --structure ffn --sparsity 0.5", "ranks units by magnitude, wanda, flap or taylor (got 'sparsegpt')"},
       {o + "--method magnitude --structure ffn --sparsity 0.5 --calib " + calib_, "--calib is not used by --method magnitude"},
       {o + "--method magnitude --structure ffn --sparsity 0.01", "removes no whole group of 32"},
   };

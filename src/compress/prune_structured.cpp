@@ -406,11 +406,10 @@ StructuredPruneStats prune_structured(const std::string& model_path, const std::
   const bool ffn = o.structure == Structure::Ffn;
   const std::string_view row_input = ffn ? model::names::kFfnNorm : model::names::kAttnNorm;
   const std::string_view unit_input = ffn ? model::names::kFfnAct : model::names::kKqvOut;
-  if (o.criterion == Criterion::Wanda) cal = channel_norms(*m, o, row_input, unit_input, pool);
-  if (o.criterion == Criterion::Flap || o.criterion == Criterion::Taylor || layers) {
-    cal.samples = read_calibration_samples(*m, o);
+  if (o.criterion != Criterion::Magnitude) cal.samples = read_calibration_samples(*m, o);
+  if (o.criterion == Criterion::Wanda || o.criterion == Criterion::Flap) {
+    channel_statistics(*m, o, row_input, unit_input, cal, pool);
   }
-  if (o.criterion == Criterion::Flap) activation_moments(*m, o, unit_input, cal, pool);
   if (o.criterion == Criterion::Taylor) {
     const auto progress = [&](int64_t done, int64_t total) {
       if (o.log) o.log("taylor gradients " + std::to_string(done) + "/" + std::to_string(total) + " samples", true);

@@ -23,14 +23,11 @@ struct Calibration {
 // a window longer than the model's training context).
 calib::CalibSamples read_calibration_samples(const model::Model& m, const StructuredPruneOptions& o);
 
-// Wanda-sp's channel norms (row_norm of row_input, unit_norm of unit_input): the square roots
-// of the diagonals of the dense model's calibration Hessians. Throws Interrupted on cancel.
-Calibration channel_norms(const model::Model& m, const StructuredPruneOptions& o,
-                          std::string_view row_input, std::string_view unit_input, ThreadPool& pool);
-
-// FLAP's statistics into c.mean / c.var: every channel of `input` in every layer over every
-// token of c.samples run through the dense model. Throws Interrupted on cancel.
-void activation_moments(const model::Model& m, const StructuredPruneOptions& o, std::string_view input,
-                        Calibration& c, ThreadPool& pool);
+// One pass of the dense model over c.samples: Wanda-sp's channel norms ‖x‖₂ (row_norm of
+// row_input, unit_norm of unit_input; the square roots of the calibration Hessians'
+// diagonals) and FLAP's mean and variance of every channel of unit_input, in every layer.
+// Throws Interrupted on cancel.
+void channel_statistics(const model::Model& m, const StructuredPruneOptions& o, std::string_view row_input,
+                        std::string_view unit_input, Calibration& c, ThreadPool& pool);
 
 }  // namespace squeeze::compress

@@ -181,6 +181,8 @@ KernelTable make_avx2_table() {
   at(DType::Q8_0).gemm = gemm_q8_0;
   at(DType::F16).gemm = gemm_f16;
   for_each_sq([&](DType type) { at(type).gemm = sq_gemm(type); });
+  at(DType::SP8_50).vec_dot = vec_dot_sp8_50;
+  at(DType::SP8_50).gemm = gemm_sp8_50;
 #endif
   return t;
 }
@@ -206,7 +208,7 @@ KernelTable make_avx512_table() {
   at(DType::Q8_0).gemm_repacked = gemm_q8_0_blocks;
   at(DType::F16).gemm = gemm_f16;
   for_each_sq([&](DType type) { at(type).gemm = sq_gemm(type); });
-  if (cpu_has_avx512_vbmi2()) at(DType::SP8_50).gemm = gemm_sp8_50;
+  if (cpu_has_avx512_vbmi2()) at(DType::SP8_50).gemm = gemm_sp8_50;  // else AVX2's
 #endif
   return t;
 }

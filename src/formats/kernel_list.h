@@ -142,6 +142,10 @@ void gemm_q8_0(int64_t n, const void* w, size_t ws, int64_t n_rows, const void* 
 // The tiled product of the sq format t (null for another format), bit-identical to loops of its
 // vec_dot (avx2_gemm.cpp).
 GemmFn sq_gemm(DType t);
+// SP8_50 (avx2_sparse.cpp), bit-identical to scalar::vec_dot_sp8_50.
+float vec_dot_sp8_50(int64_t n, const void* w, const void* x);
+void gemm_sp8_50(int64_t n, const void* w, size_t ws, int64_t n_rows, const void* x, size_t xs,
+                 int64_t n_tokens, float* y, int64_t ys);
 // Within float rounding of vec_dot_f16 (a different summation order; see avx2_gemm.cpp).
 void gemm_f16(int64_t n, const void* w, size_t ws, int64_t n_rows, const void* x, size_t xs,
               int64_t n_tokens, float* y, int64_t ys);

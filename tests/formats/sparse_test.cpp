@@ -1,6 +1,6 @@
 // The packed sparse format SP8_50 against Q8_0 on the same zeros: a pruned Q8_0 row repacks
 // and decodes to the same values, its dot products are vec_dot_q8_0_blocks's bit for bit
-// (scalar), the AVX-512 + VBMI2 product equals the scalar one bit for bit, and blocks that do
+// (scalar), the AVX2 and AVX-512 + VBMI2 products equal the scalar one bit for bit, and blocks that do
 // not keep exactly 16 weights are refused.
 #include <gtest/gtest.h>
 
@@ -106,24 +106,33 @@ TEST(Sparse, DotProductsAreQ8_0BlockOrderBitForBit) {
       want[t * rows + r] = dense;
     }
   }
-  if (!cpu_has_avx512_vbmi2()) GTEST_SKIP() << "this CPU lacks AVX-512 VBMI2";
-  const GemmFn gemm = kernels(DType::SP8_50, Isa::Avx512).gemm;
-  ASSERT_NE(gemm, nullptr);
-  for (int64_t tokens : {1, 3, 5, 20}) {
-    SCOPED_TRACE(tokens);
-    std::vector<float> got(static_cast<size_t>(rows * tokens), -1.0f);
-    gemm(n, sp.data(), srb, rows, x.data(), xrb, tokens, got.data(), rows);
-    EXPECT_EQ(got, std::vector<float>(want.begin(), want.begin() + rows * tokens));
+  std::vector<Isa> tiers;
+  if (cpu_has_avx2()) tiers.push_back(Isa::Avx2);
+  if (cpu_has_avx512()) tiers.push_back(Isa::Avx512);  // VBMI2's kernel, or else AVX2's
+  for (Isa isa : tiers) {
+    SCOPED_TRACE(isa == Isa::Avx2 ? "avx2" : "avx512");
+    const Kernels& k = kernels(DType::SP8_50, isa);
+    ASSERT_NE(k.gemm, nullptr);
+    for (int64_t r = 0; r < rows; ++r) {
+      ASSERT_EQ(k.vec_dot(n, sp.data() + r * srb, x.data()), want[r]) << "vec_dot row " << r;
+    }
+    for (int64_t tokens : {1, 3, 5, 20}) {
+      SCOPED_TRACE(tokens);
+      std::vector<float> got(static_cast<size_t>(rows * tokens), -1.0f);
+      k.gemm(n, sp.data(), srb, rows, x.data(), xrb, tokens, got.data(), rows);
+      EXPECT_EQ(got, std::vector<float>(want.begin(), want.begin() + rows * tokens));
+    }
   }
 }
 
-TEST(Sparse, Avx512GemmNeedsVbmi2AndNoOtherTierHasIt) {
+TEST(Sparse, EveryVectorTierHasAGemm) {
   EXPECT_EQ(kernels(DType::SP8_50, Isa::Scalar).gemm, nullptr);
   if (cpu_has_avx2()) {
-    EXPECT_EQ(kernels(DType::SP8_50, Isa::Avx2).gemm, nullptr);
+    EXPECT_EQ(kernels(DType::SP8_50, Isa::Avx2).gemm, avx2::gemm_sp8_50);
   }
   if (cpu_has_avx512()) {
-    EXPECT_EQ(kernels(DType::SP8_50, Isa::Avx512).gemm != nullptr, cpu_has_avx512_vbmi2());
+    EXPECT_EQ(kernels(DType::SP8_50, Isa::Avx512).gemm,
+              cpu_has_avx512_vbmi2() ? avx512::gemm_sp8_50 : avx2::gemm_sp8_50);
   }
   EXPECT_EQ(format_info(DType::SP8_50).block_bytes, 22u);
   EXPECT_EQ(format_by_name("sp8_50"), &format_info(DType::SP8_50));

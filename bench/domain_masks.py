@@ -24,6 +24,8 @@ import re
 import subprocess
 import sys
 
+from quant_table import run
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED = os.path.join(os.path.dirname(ROOT), "shared", "data")
 DOMAINS = ("code", "docs", "wiki")
@@ -88,13 +90,6 @@ def build_texts(out):
     with open(os.path.join(out, "general_calib.txt"), "w") as f:
         f.write("\n\n".join(mixed))
     return paths
-
-
-def run(cmd):
-    p = subprocess.run(cmd, capture_output=True, text=True)
-    if p.returncode != 0:
-        sys.exit(f"failed ({p.returncode}): {' '.join(cmd)}\n{p.stderr[-2000:]}")
-    return p
 
 
 def ppl(squeeze, model, text, chunks):

@@ -147,6 +147,21 @@ struct Dir {
   std::string operator/(const std::string& f) const { return (path / f).string(); }
 };
 
+// Options removing half the units by `c`, calibrated on 3 windows of 32 tokens of a text
+// written at `text`.
+StructuredPruneOptions calibrated(Structure s, Criterion c, const std::string& text) {
+  std::ofstream f(text);
+  for (int i = 0; i < 40; ++i) f << "the quick brown fox " << i << " jumps over the lazy dog. ";
+  StructuredPruneOptions o;
+  o.structure = s;
+  o.criterion = c;
+  o.fraction = 0.5;
+  o.calib_path = text;
+  o.calib_samples = 3;
+  o.calib_ctx = 32;
+  return o;
+}
+
 // Removing KV groups: the smaller model computes what the original computes with the removed
 // heads' attn_output columns zeroed (their outputs silenced); the group kept is the one of
 // larger Σ|w| over its q/k/v rows and output columns. head_dim 32 keeps attn_output's q8_0
@@ -221,18 +236,8 @@ TEST(PruneStructured, LayersSmallerModelIsTheOriginalWithTheLayersSkipped) {
   spec.n_layer = 4;
   const std::string src_path = dir / "tiny.gguf", out_path = dir / "layers.gguf", text = dir / "calib.txt";
   testing::write_tiny_model(src_path, spec);
-  {
-    std::ofstream f(text);
-    for (int i = 0; i < 40; ++i) f << "the quick brown fox " << i << " jumps over the lazy dog. ";
-  }
   ThreadPool pool(2);
-  StructuredPruneOptions o;
-  o.structure = Structure::Layers;
-  o.criterion = Criterion::BlockInfluence;
-  o.fraction = 0.5;
-  o.calib_path = text;
-  o.calib_samples = 3;
-  o.calib_ctx = 32;
+  const StructuredPruneOptions o = calibrated(Structure::Layers, Criterion::BlockInfluence, text);
   const StructuredPruneStats st = prune_structured(src_path, out_path, o, pool);
   ASSERT_EQ(st.layers_removed.size(), 2u);
   const gguf::File src = gguf::File::open(src_path), out = gguf::File::open(out_path);
@@ -269,17 +274,8 @@ TEST(PruneStructured, FlapKeepsTheLargestFluctuationAndCompensatesTheMean) {
   const Dir dir("flap");
   const std::string src_path = dir / "tiny.gguf", out_path = dir / "flap.gguf", text = dir / "calib.txt";
   testing::write_tiny_model(src_path);
-  {
-    std::ofstream f(text);
-    for (int i = 0; i < 40; ++i) f << "the quick brown fox " << i << " jumps over the lazy dog. ";
-  }
   ThreadPool pool(2);
-  StructuredPruneOptions o;
-  o.criterion = Criterion::Flap;
-  o.fraction = 0.5;
-  o.calib_path = text;
-  o.calib_samples = 3;
-  o.calib_ctx = 32;
+  const StructuredPruneOptions o = calibrated(Structure::Ffn, Criterion::Flap, text);
   const StructuredPruneStats st = prune_structured(src_path, out_path, o, pool);
   const gguf::File src = gguf::File::open(src_path), out = gguf::File::open(out_path);
   const int64_t n_ff = st.units_before, kept = st.units_after, n_layer = src.require_int("llama.block_count");

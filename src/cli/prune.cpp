@@ -14,6 +14,57 @@
 
 namespace squeeze::cli {
 
+namespace {
+
+// --structure: whole units out (compress/prune_structured.h), with a summary line.
+int run_structured(const std::string& in, const std::string& out, const std::string& structure,
+                   const std::string& method_name, const compress::QuantizeOptions& qo,
+                   const CalibOptions& cal, int threads) {
+  compress::StructuredPruneOptions so;
+  so.structure = compress::parse_structure(structure);
+  so.criterion = compress::parse_criterion(so.structure, method_name);
+  so.fraction = qo.prune.sparsity;
+  so.calib_path = qo.calib_path;
+  so.calib_samples = qo.calib_samples;
+  so.calib_ctx = qo.calib_ctx;
+  so.seed = qo.seed;
+  if (so.criterion == compress::Criterion::Magnitude) {
+    for (const CLI::Option* opt : {cal.calib, cal.samples, cal.ctx, cal.seed}) {
+      if (opt->count() > 0) throw UsageError(opt->get_name() + " is not used by --method magnitude");
+    }
+  }
+  so.cancel = &stop_requested();
+  LogLines log;
+  so.log = std::ref(log);
+  ThreadPool pool(threads > 0 ? threads : ThreadPool::default_threads());
+  const Timer timer;
+  compress::StructuredPruneStats st;
+  try {
+    st = compress::prune_structured(in, out, so, pool);
+  } catch (const compress::Interrupted& e) {
+    return interrupted_exit(e, log.transient_shown());
+  }
+  std::string removed;
+  for (int64_t il : st.layers_removed) {
+    removed += removed.empty() ? " (" : ",";
+    removed += std::to_string(il);
+  }
+  if (!removed.empty()) removed += ')';
+  const char* unit = so.structure == compress::Structure::Ffn     ? "neurons per layer"
+                     : so.structure == compress::Structure::Heads ? "KV groups per layer"
+                                                                  : "layers";
+  std::fprintf(stderr,
+               "prune: %s %s: %lld -> %lld %s%s, %.2f%% of the parameters removed, "
+               "%.2f MiB -> %.2f MiB in %.1f s -> %s\n",
+               method_name.c_str(), structure.c_str(), static_cast<long long>(st.units_before),
+               static_cast<long long>(st.units_after), unit, removed.c_str(),
+               100.0 * (1.0 - static_cast<double>(st.params_after) / st.params_before),
+               st.bytes_in / 1048576.0, st.bytes_out / 1048576.0, timer.seconds(), out.c_str());
+  return 0;
+}
+
+}  // namespace
+
 int cmd_prune(int argc, char** argv) {
   CLI::App app{"Prune the weight matrices of every block (attention and feed-forward) to a "
                "fraction of zeros (--sparsity) or an N:M pattern (--pattern: N zeros in every M "
@@ -86,52 +137,12 @@ int cmd_prune(int argc, char** argv) {
       throw UsageError("give --sparsity F or --pattern N:M");
     }
     if (structure_opt->count() > 0) {
-      compress::StructuredPruneOptions so;
-      so.structure = compress::parse_structure(structure);
-      const std::string what(compress::structure_name(so.structure));
+      compress::parse_structure(structure);  // a bad name first
       for (const CLI::Option* opt : {pattern_opt, layers_opt, owl_opt, owl_m_opt, owl_l_opt,
                                      packed_opt, bits_opt, group_opt, scale_opt, damp_opt, tt_opt}) {
-        if (opt->count() > 0) throw UsageError(opt->get_name() + " does not apply to --structure " + what);
+        if (opt->count() > 0) throw UsageError(opt->get_name() + " does not apply to --structure " + structure);
       }
-      so.criterion = compress::parse_criterion(so.structure, method_name);
-      so.fraction = qo.prune.sparsity;
-      so.calib_path = qo.calib_path;
-      so.calib_samples = qo.calib_samples;
-      so.calib_ctx = qo.calib_ctx;
-      so.seed = qo.seed;
-      if (so.criterion == compress::Criterion::Magnitude) {
-        for (const CLI::Option* opt : {cal.calib, cal.samples, cal.ctx, cal.seed}) {
-          if (opt->count() > 0) throw UsageError(opt->get_name() + " is not used by --method magnitude");
-        }
-      }
-      so.cancel = &stop_requested();
-      LogLines log;
-      so.log = std::ref(log);
-      ThreadPool pool(threads > 0 ? threads : ThreadPool::default_threads());
-      const Timer timer;
-      compress::StructuredPruneStats st;
-      try {
-        st = compress::prune_structured(resolve_model_path(in), out, so, pool);
-      } catch (const compress::Interrupted& e) {
-        return interrupted_exit(e, log.transient_shown());
-      }
-      std::string removed;
-      for (int64_t il : st.layers_removed) {
-        removed += removed.empty() ? " (" : ",";
-        removed += std::to_string(il);
-      }
-      if (!removed.empty()) removed += ')';
-      const char* unit = so.structure == compress::Structure::Ffn     ? "neurons per layer"
-                         : so.structure == compress::Structure::Heads ? "KV groups per layer"
-                                                                      : "layers";
-      std::fprintf(stderr,
-                   "prune: %s %s: %lld -> %lld %s%s, %.2f%% of the parameters removed, "
-                   "%.2f MiB -> %.2f MiB in %.1f s -> %s\n",
-                   method_name.c_str(), what.c_str(), static_cast<long long>(st.units_before),
-                   static_cast<long long>(st.units_after), unit, removed.c_str(),
-                   100.0 * (1.0 - static_cast<double>(st.params_after) / st.params_before),
-                   st.bytes_in / 1048576.0, st.bytes_out / 1048576.0, timer.seconds(), out.c_str());
-      return 0;
+      return run_structured(resolve_model_path(in), out, structure, method_name, qo, cal, threads);
     }
     qo.prune.method = compress::parse_prune_method(method_name);
     if (pattern_opt->count() > 0) compress::parse_nm_pattern(pattern, qo.prune);

@@ -57,24 +57,34 @@ FfnGradients ffn_loss_gradients(const model::Model& m, const std::vector<std::ve
     gd[il].assign(static_cast<size_t>(E * F), 0.0f);
   }
 
+  // The forward pass's records: each layer's FFN input, gate pre-activations and activations,
+  // and the final residual.
+  std::vector<std::vector<float>> x(n_layer), z(n_layer), a(n_layer);
+  std::vector<float> h;
+  int64_t max_len = 1;
+  for (const std::vector<int32_t>& s : samples) max_len = std::max<int64_t>(max_len, static_cast<int64_t>(s.size()));
+  model::Context ctx(m, max_len, pool, max_len);
+  ctx.set_callback([&](std::string_view name, int layer, const float* d, int64_t rows, int64_t width) {
+    if (layer < 0) return;
+    std::vector<float>* dst = name == model::names::kFfnNorm   ? &x[layer]
+                              : name == model::names::kFfnGate ? &z[layer]
+                              : name == model::names::kFfnAct  ? &a[layer]
+                              : name == model::names::kLOut && layer == n_layer - 1 ? &h
+                                                                                    : nullptr;
+    if (dst != nullptr) dst->insert(dst->end(), d, d + rows * width);
+  });
   const auto n_samples = static_cast<int64_t>(samples.size());
   for (int64_t si = 0; si < n_samples; ++si) {
     if (cancelled(cancel)) throw Interrupted("interrupted; no output written");
     const std::vector<int32_t>& tok = samples[si];
     const auto T = static_cast<int64_t>(tok.size());
-    // The forward pass: each layer's FFN input and gate pre-activations, the final residual.
-    std::vector<std::vector<float>> x(n_layer), z(n_layer), a(n_layer);
-    std::vector<float> h;
-    model::Context ctx(m, T, pool, T);
-    ctx.set_callback([&](std::string_view name, int layer, const float* d, int64_t rows, int64_t width) {
-      if (layer < 0) return;
-      std::vector<float>* dst = name == model::names::kFfnNorm   ? &x[layer]
-                                : name == model::names::kFfnGate ? &z[layer]
-                                : name == model::names::kFfnAct  ? &a[layer]
-                                : name == model::names::kLOut && layer == n_layer - 1 ? &h
-                                                                                      : nullptr;
-      if (dst != nullptr) dst->insert(dst->end(), d, d + rows * width);
-    });
+    for (int64_t il = 0; il < n_layer; ++il) {
+      x[il].clear();
+      z[il].clear();
+      a[il].clear();
+    }
+    h.clear();
+    ctx.reset();
     const std::span<const float> logits = ctx.decode_from(tok, 0);  // [T, V]
 
     // ∂L/∂logits = softmax - onehot(next token) (the last row has no target), then through the

@@ -1,6 +1,5 @@
 #!/usr/bin/env python3
-"""Per-domain structured masks against the general one (docs/PRUNING.md, issue 21's contextual
-pruning, first step: separate files, no run-time switching yet).
+"""Per-domain FFN masks against the general one, and --domain auto's routing (docs/PRUNING.md).
 
 Builds three domains' texts from what every Debian machine has, each split into calibration
 and held-back halves that share no source file:
@@ -9,11 +8,14 @@ and held-back halves that share no source file:
   * docs: man pages of section 1 rendered to text (`man -l -P cat`), every 4th page held back;
   * wiki: WikiText-2 validation (calibration) and test (held back).
 The general calibration text is the three calibration texts interleaved paragraph by paragraph.
-Then it prunes the base model once per calibration text (`squeeze prune --structure ffn
---method M --sparsity S`) and measures each file's perplexity on every domain's held-back text.
+Then `squeeze prune --structure ffn --method M --sparsity S --domains code=..,docs=..,wiki=..`
+writes one file with the three masks (and `--domains general=..` one with the general mask),
+measures `squeeze perplexity --domain NAME` of every mask on every domain's held-back text, and
+`squeeze route --expect D` the share of held-back windows --domain auto sends to their domain.
 
 Usage: bench/domain_masks.py [--squeeze build/squeeze] [--model BASE] [--method wanda]
-                             [--sparsity 0.35] [--chunks 20] [--out bench/out/domains]
+                             [--sparsity 0.35] [--chunks 20] [--windows 100] [--tokens 64,128]
+                             [--out bench/out/domains]
 Results are cached in OUT/results.json; files are removed unless --keep.
 """
 import argparse
@@ -92,8 +94,8 @@ def build_texts(out):
     return paths
 
 
-def ppl(squeeze, model, text, chunks):
-    p = run([squeeze, "perplexity", "-m", model, "-f", text, "--chunks", str(chunks)])
+def ppl(squeeze, model, text, chunks, extra=()):
+    p = run([squeeze, "perplexity", "-m", model, "-f", text, "--chunks", str(chunks)] + list(extra))
     m = re.search(r"PPL = ([\d.]+)", p.stdout + p.stderr)
     return float(m.group(1))
 
@@ -105,6 +107,8 @@ def main():
     ap.add_argument("--method", default="wanda")
     ap.add_argument("--sparsity", default="0.35")
     ap.add_argument("--chunks", type=int, default=20)
+    ap.add_argument("--windows", type=int, default=100, help="routing: windows per domain")
+    ap.add_argument("--tokens", default="64,128", help="routing: window lengths")
     ap.add_argument("--keep", action="store_true")
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "out", "domains"))
     a = ap.parse_args()
@@ -112,32 +116,57 @@ def main():
     paths = build_texts(a.out)
     res_path = os.path.join(a.out, "results.json")
     res = json.load(open(res_path)) if os.path.exists(res_path) else {}
-    key = f"{a.method}-{a.sparsity}-{a.chunks}"
+    key = f"masks-{a.method}-{a.sparsity}-{a.chunks}"
     res.setdefault(key, {})
-    rows = {"base": a.model}
-    for calib in DOMAINS + ("general",):
-        rows[calib] = os.path.join(a.out, f"{calib}-{a.method}-{a.sparsity}.gguf")
-    for label, model in rows.items():
+    # One file with the three domains' masks (routing among them), one with the general mask.
+    files = {"domains": os.path.join(a.out, f"domains-{a.method}-{a.sparsity}.gguf"),
+             "general": os.path.join(a.out, f"general-{a.method}-{a.sparsity}.gguf")}
+    specs = {"domains": ",".join(f"{d}={os.path.join(a.out, d + '_calib.txt')}" for d in DOMAINS),
+             "general": f"general={os.path.join(a.out, 'general_calib.txt')}"}
+    for name, path in files.items():
+        if not os.path.exists(path):
+            run([a.squeeze, "prune", "-m", a.model, "-o", path, "--structure", "ffn", "--method",
+                 a.method, "--sparsity", a.sparsity, "--domains", specs[name]])
+    rows = [("base", a.model, None)] + [(d, files["domains"], d) for d in DOMAINS] + \
+           [("general", files["general"], "general")]
+    for label, model, domain in rows:
         if label in res[key] and len(res[key][label]) == len(DOMAINS):
             continue
-        if label != "base" and not os.path.exists(model):
-            run([a.squeeze, "prune", "-m", a.model, "-o", model, "--structure", "ffn", "--method",
-                 a.method, "--sparsity", a.sparsity, "--calib",
-                 os.path.join(a.out, f"{label}_calib.txt")])
-        res[key][label] = {d: ppl(a.squeeze, model, paths[d][1], a.chunks) for d in DOMAINS}
+        extra = ["--domain", domain] if domain else []
+        res[key][label] = {d: ppl(a.squeeze, model, paths[d][1], a.chunks, extra) for d in DOMAINS}
         json.dump(res, open(res_path, "w"), indent=1)
         print(f"{label}: {res[key][label]}", file=sys.stderr, flush=True)
-        if label != "base" and not a.keep:
-            os.remove(model)
-    print(f"| calibration ({a.method}, {a.sparsity} of the FFN neurons) | " +
+    route = res[key].setdefault("route", {})
+    for n in a.tokens.split(","):
+        for d in DOMAINS:
+            k = f"{d}-{n}"
+            if k in route:
+                continue
+            p = run([a.squeeze, "route", "-m", files["domains"], "-f", paths[d][1], "--tokens", n,
+                     "--windows", str(a.windows), "--expect", d])
+            route[k] = {"line": p.stdout.strip(),
+                        "acc": float(re.search(r"; \w+: ([\d.]+)%", p.stdout).group(1))}
+            json.dump(res, open(res_path, "w"), indent=1)
+            print(route[k]["line"], file=sys.stderr, flush=True)
+    if not a.keep:
+        for path in files.values():
+            os.remove(path)
+    print(f"| mask ({a.method}, {a.sparsity} of the FFN neurons) | " +
           " | ".join(f"{d} PPL" for d in DOMAINS) + " |")
     print("|---|" + "---:|" * len(DOMAINS))
-    for label in rows:
+    labels = [r[0] for r in rows]
+    best = {d: min(res[key][l][d] for l in labels if l != "base") for d in DOMAINS}
+    for label in labels:
         r = res[key][label]
-        best = {d: min(res[key][l][d] for l in rows if l != "base") for d in DOMAINS}
         cells = [f"**{r[d]:.2f}**" if label != "base" and r[d] == best[d] else f"{r[d]:.2f}"
                  for d in DOMAINS]
-        print(f"| {'none (base)' if label == 'base' else label} | " + " | ".join(cells) + " |")
+        name = "none (base)" if label == "base" else f"`--domain {label}`"
+        print(f"| {name} | " + " | ".join(cells) + " |")
+    print()
+    print("| window | " + " | ".join(f"{d} routed to {d}" for d in DOMAINS) + " |")
+    print("|---|" + "---:|" * len(DOMAINS))
+    for n in a.tokens.split(","):
+        print(f"| {n} tokens | " + " | ".join(f"{route[f'{d}-{n}']['acc']:.0f}%" for d in DOMAINS) + " |")
 
 
 if __name__ == "__main__":

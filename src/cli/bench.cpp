@@ -69,6 +69,8 @@ int cmd_bench(int argc, char** argv) {
   std::string machine_file;
   size_t probe_mib = 512;
   std::optional<double> roof_gbs, roof_gflops;
+  std::string domain;
+  add_domain_option(app, domain, /*routes=*/false);
   app.add_option("-m,--model", model_path, "GGUF model file (default: models/" +
                                                std::string(kDefaultModelFile) + ")");
   app.add_option("-t,--threads", threads, "threads (default: all cores)")
@@ -115,13 +117,14 @@ int cmd_bench(int argc, char** argv) {
   return guarded([&] {
     const int n_threads = threads > 0 ? threads : ThreadPool::default_threads();
     if (machine_file.empty()) machine_file = eval::default_machine_file();
+    if (machine && !domain.empty()) throw UsageError("--domain needs a model; --machine measures none");
     if (machine) return run_machine_probe(n_threads, machine_file, probe_mib, quick, as_json);
 
     bo.warmup = !no_warmup;
     const std::vector<eval::BenchTest> tests = eval::bench_tests(bo);
     check_roof_flags(roof_gbs, roof_gflops);
     const std::string path = resolve_model_path(model_path);
-    auto model = model::Model::load(path);
+    auto model = load_model(path, domain, n_threads);
     const int64_t n_ctx = eval::bench_ctx_size(tests);
     const int64_t n_ctx_train = model->hparams().n_ctx_train;
     if (n_ctx > n_ctx_train) {

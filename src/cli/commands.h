@@ -25,6 +25,8 @@ int cmd_prune(int argc, char** argv);
 int cmd_sparsify(int argc, char** argv);
 // squeeze prune-prefill: the layer order POP skips in prefill (cli/prune_prefill.cpp)
 int cmd_prune_prefill(int argc, char** argv);
+// squeeze route: which domain --domain auto picks for windows of a text (cli/route.cpp)
+int cmd_route(int argc, char** argv);
 // squeeze heads: per-layer, per-head scores for prefill head pruning (cli/heads.cpp)
 int cmd_heads(int argc, char** argv);
 // squeeze serve: the OpenAI-compatible HTTP server.

@@ -7,8 +7,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <cstring>
+#include <sstream>
+#include <fstream>
 #include <iostream>
 
+#include "compress/domains.h"
 #include "compress/output.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
@@ -52,6 +56,51 @@ void ModelOptions::add_to(CLI::App& app) {
       ->check(CLI::Range(0, 1024));
   add_act_sparsity_option(app, act_sparsity);
   add_prefill_options(app, prefill);
+}
+
+// The text as llama.cpp's -f reads it: the whole file, one trailing newline dropped.
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw UsageError("cannot open text file " + path + ": " + std::strerror(errno));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string text = ss.str();
+  if (!text.empty() && text.back() == '\n') text.pop_back();
+  return text;
+}
+
+void add_domain_option(CLI::App& app, std::string& domain, bool routes) {
+  app.add_option("--domain", domain,
+                 std::string("run the model restricted to one domain's FFN neurons (a file written "
+                             "by squeeze prune --domains): its name") +
+                     (routes ? ", or auto: the domain nearest to the prompt's early-layer "
+                               "activations" : ""));
+}
+
+std::unique_ptr<model::Model> load_model(
+    const std::string& path, const std::string& domain, int threads,
+    const std::function<std::vector<int32_t>(const model::Model&)>& route_tokens) {
+  auto dense = model::Model::load(path);
+  if (domain.empty()) return dense;
+  const model::HParams& hp = dense->hparams();
+  const auto table = compress::read_domains(dense->file(), hp.n_layer, hp.n_embd);
+  if (!table) throw UsageError(path + " has no domain masks (write them with squeeze prune --domains)");
+  ThreadPool pool(threads > 0 ? threads : ThreadPool::default_threads());
+  int64_t d = 0;
+  if (domain == "auto") {
+    if (!route_tokens) throw UsageError("--domain auto routes a prompt; this command takes a domain's name");
+    const std::vector<int32_t> ids = route_tokens(*dense);
+    // The first 512 tokens route (the feature is a mean; more add little but time).
+    const std::span<const int32_t> head(ids.data(), std::min<size_t>(ids.size(), 512));
+    double cosine = 0.0;
+    d = compress::nearest_domain(*table, compress::route_feature(*dense, head, table->route_layer, pool), &cosine);
+    std::fprintf(stderr, "domain: %s (auto, cosine %.4f over %zu prompt tokens)\n", table->names[d].c_str(),
+                 cosine, head.size());
+  } else {
+    d = table->index(domain);
+    std::fprintf(stderr, "domain: %s\n", table->names[d].c_str());
+  }
+  return compress::domain_model(*dense, *table, d, pool);
 }
 
 void add_prefill_options(CLI::App& app, PrefillOptions& o) {

@@ -71,6 +71,19 @@ struct CalibOptions {
 CalibOptions add_calibration_options(CLI::App& app, compress::QuantizeOptions& qo,
                                      const std::string& who);
 
+// The text as llama.cpp's -f reads it: the whole file, one trailing newline dropped.
+// UsageError when it cannot be opened.
+std::string read_text(const std::string& path);
+
+// --domain NAME|auto (per-domain FFN masks, compress/domains.h) of run, perplexity and bench.
+void add_domain_option(CLI::App& app, std::string& domain, bool routes);
+// The model at path, or, with `domain` set, the model restricted to that domain's neurons
+// ("auto": the domain nearest to route_tokens(dense model), which must then be given), with a
+// line on stderr naming it. UsageError for a file without masks or an unknown name.
+std::unique_ptr<model::Model> load_model(
+    const std::string& path, const std::string& domain, int threads,
+    const std::function<std::vector<int32_t>(const model::Model&)>& route_tokens = nullptr);
+
 // Adds --prefill-skip, --prefill-heads, --head-chunk and --head-score to a command.
 void add_prefill_options(CLI::App& app, PrefillOptions& o);
 // Sets ctx's prefill skip set and head pruning from the options (nothing when not given), with

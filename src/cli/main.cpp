@@ -26,6 +26,7 @@ constexpr Command kCommands[] = {
     {"prune", squeeze::cli::cmd_prune, "prune weights (magnitude, Wanda, SparseGPT; N:M)"},
     {"sparsify", squeeze::cli::cmd_sparsify, "calibrate activation-sparsity thresholds (TEAL, CATS)"},
     {"prune-prefill", squeeze::cli::cmd_prune_prefill, "calibrate the layers POP skips in prefill"},
+    {"route", squeeze::cli::cmd_route, "which domain mask --domain auto picks for windows of a text"},
     {"heads", squeeze::cli::cmd_heads, "score every attention head (table, PNG heat map, ranking)"},
 };
 

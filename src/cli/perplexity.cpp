@@ -40,17 +40,6 @@ struct SigintGuard {
   ~SigintGuard() { sigaction(SIGINT, &old, nullptr); }
 };
 
-// The text as llama.cpp's -f reads it: the whole file, one trailing newline dropped.
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw UsageError("cannot open text file " + path + ": " + std::strerror(errno));
-  std::stringstream ss;
-  ss << in.rdbuf();
-  std::string text = ss.str();
-  if (!text.empty() && text.back() == '\n') text.pop_back();
-  return text;
-}
-
 void print_kld(const eval::KldReport& r) {
   auto line = [](const char* name, const eval::Estimate& e, double scale, const char* unit) {
     std::printf("%-18s %10.6f +/- %.6f%s\n", name, scale * e.value, scale * e.error, unit);
@@ -79,6 +68,8 @@ int cmd_perplexity(int argc, char** argv) {
   int64_t n_batch = 0;
   bool prefill_split = false;
   mo.add_to(app);
+  std::string domain;
+  add_domain_option(app, domain, /*routes=*/false);
   app.add_flag("--prefill-split", prefill_split,
                "POP's protocol, with --prefill-skip or --prefill-heads: each chunk's first half (up to the first "
                "scored position) is the prompt, prefilled with the skip set; the rest runs "
@@ -100,7 +91,7 @@ int cmd_perplexity(int argc, char** argv) {
     const std::string text = read_text(text_path);
     std::optional<eval::LogitsReader> base;
     if (!kld_path.empty()) base.emplace(kld_path);
-    auto model = model::Model::load(resolve_model_path(mo.model));
+    auto model = load_model(resolve_model_path(mo.model), domain, mo.resolved_threads());
     tokenizer::Tokenizer tok(tokenizer::read_vocab(model->file()));
     if (tok.vocab().add_eos) {
       throw UsageError("the vocabulary adds EOS to every text; llama-perplexity's protocol "

@@ -6,6 +6,7 @@
 
 #include "cli/commands.h"
 #include "cli/common.h"
+#include "compress/domains.h"
 #include "compress/output.h"
 #include "compress/prune_structured.h"
 #include "compress/quantize_model.h"
@@ -18,8 +19,8 @@ namespace {
 
 // --structure: whole units out (compress/prune_structured.h), with a summary line.
 int run_structured(const std::string& in, const std::string& out, const std::string& structure,
-                   const std::string& method_name, const compress::QuantizeOptions& qo,
-                   const CalibOptions& cal, int threads) {
+                   const std::string& method_name, const std::string& domains,
+                   const compress::QuantizeOptions& qo, const CalibOptions& cal, int threads) {
   compress::StructuredPruneOptions so;
   so.structure = compress::parse_structure(structure);
   so.criterion = compress::parse_criterion(so.structure, method_name);
@@ -28,6 +29,9 @@ int run_structured(const std::string& in, const std::string& out, const std::str
   so.calib_samples = qo.calib_samples;
   so.calib_ctx = qo.calib_ctx;
   so.seed = qo.seed;
+  if (!domains.empty() && cal.calib->count() > 0) {
+    throw UsageError("--calib does not apply to --domains (each domain names its text)");
+  }
   if (so.criterion == compress::Criterion::Magnitude) {
     for (const CLI::Option* opt : {cal.calib, cal.samples, cal.ctx, cal.seed}) {
       if (opt->count() > 0) throw UsageError(opt->get_name() + " is not used by --method magnitude");
@@ -40,6 +44,15 @@ int run_structured(const std::string& in, const std::string& out, const std::str
   const Timer timer;
   compress::StructuredPruneStats st;
   try {
+    if (!domains.empty()) {
+      const std::vector<compress::DomainSpec> specs = compress::parse_domains(domains);
+      const compress::DomainPruneStats ds = compress::prune_domains(in, out, so, specs, pool);
+      std::fprintf(stderr, "prune: %s ffn masks of %zu domains: %lld -> %lld neurons per layer each, "
+                   "in %.1f s -> %s\n", method_name.c_str(), specs.size(),
+                   static_cast<long long>(ds.n_ff_before), static_cast<long long>(ds.n_ff_after),
+                   timer.seconds(), out.c_str());
+      return 0;
+    }
     st = compress::prune_structured(in, out, so, pool);
   } catch (const compress::Interrupted& e) {
     return interrupted_exit(e, log.transient_shown());
@@ -76,7 +89,7 @@ int cmd_prune(int argc, char** argv) {
                "types for other groups. An existing OUT is replaced (only once the new file is "
                "complete).",
                "squeeze prune"};
-  std::string in, out, method_name, pattern, structure, scale_name = "absmax";
+  std::string in, out, method_name, pattern, structure, domains, scale_name = "absmax";
   std::vector<std::string> tensor_types;
   compress::QuantizeOptions qo;
   compress::QuantScheme& scheme = qo.gptq.scheme;
@@ -102,6 +115,11 @@ int cmd_prune(int argc, char** argv) {
       "fluctuation, with bias compensation) or, for ffn, taylor (LLM-Pruner's first-order "
       "Taylor importance); layers (--sparsity of the blocks), ranked by --method bi: "
       "ShortGPT's block influence");
+  auto* domains_opt = app.add_option(
+      "--domains", domains,
+      "with --structure ffn: NAME=FILE[,NAME=FILE...]: one mask of neurons per domain, each "
+      "ranked on its FILE (wanda or taylor), all stored in one file with the dense weights and "
+      "each domain's routing centroid; run, perplexity and bench take --domain NAME (or auto)");
   auto* layers_opt = app.add_option("--layer-sparsity", qo.layer_sparsity,
                  "RANGES=F: layers 0-based (e.g. 0-3,7=0.3) pruned to F instead of --sparsity; "
                  "repeatable, a later item wins");
@@ -136,13 +154,14 @@ int cmd_prune(int argc, char** argv) {
     if (sparsity_opt->count() == 0 && pattern_opt->count() == 0) {
       throw UsageError("give --sparsity F or --pattern N:M");
     }
+    if (domains_opt->count() > 0 && structure != "ffn") throw UsageError("--domains needs --structure ffn");
     if (structure_opt->count() > 0) {
       compress::parse_structure(structure);  // a bad name first
       for (const CLI::Option* opt : {pattern_opt, layers_opt, owl_opt, owl_m_opt, owl_l_opt,
                                      packed_opt, bits_opt, group_opt, scale_opt, damp_opt, tt_opt}) {
         if (opt->count() > 0) throw UsageError(opt->get_name() + " does not apply to --structure " + structure);
       }
-      return run_structured(resolve_model_path(in), out, structure, method_name, qo, cal, threads);
+      return run_structured(resolve_model_path(in), out, structure, method_name, domains, qo, cal, threads);
     }
     qo.prune.method = compress::parse_prune_method(method_name);
     if (pattern_opt->count() > 0) compress::parse_nm_pattern(pattern, qo.prune);

@@ -16,7 +16,9 @@ int cmd_run(int argc, char** argv) {
   std::string prompt;
   int64_t n_predict = 256;
   bool chat = false;
+  std::string domain;
   mo.add_to(app);
+  add_domain_option(app, domain, /*routes=*/true);
   app.add_option("-p,--prompt", prompt, "the prompt")->required();
   app.add_option("-n,--n-predict", n_predict, "tokens to generate; -1 = until end or context full")
       ->capture_default_str()
@@ -26,17 +28,22 @@ int cmd_run(int argc, char** argv) {
   if (auto rc = parse(app, argc, argv)) return *rc;
 
   return guarded([&] {
-    serve::Generator g(generator_options(mo, so));
+    // The prompt's ids: special-token texts (<|im_start|>, ...) become their ids, as in llama-cli.
+    const auto prompt_ids = [&](const model::Model& m, const tokenizer::Tokenizer& tok) {
+      std::string text = prompt;
+      if (chat) {
+        auto tmpl = tokenizer::ChatTemplate::for_model(tok.vocab(), m.hparams().arch);
+        text = tmpl.apply({{"user", prompt}}, /*add_generation_prompt=*/true);
+      }
+      return tok.encode(text, /*add_special=*/true, /*parse_special=*/true);
+    };
+    const serve::GeneratorOptions go = generator_options(mo, so);
+    serve::Generator g(go, load_model(go.model_path, domain, go.threads, [&](const model::Model& m) {
+                         return prompt_ids(m, tokenizer::Tokenizer(tokenizer::read_vocab(m.file())));
+                       }));
     if (g.act_sparsity() != nullptr) print_act_sparsity(*g.act_sparsity());
     enable_prefill_pruning(g.model(), mo.prefill, g.context());
-    const tokenizer::Tokenizer& tok = g.tokenizer();
-    std::string text = prompt;
-    if (chat) {
-      auto tmpl = tokenizer::ChatTemplate::for_model(tok.vocab(), g.model().hparams().arch);
-      text = tmpl.apply({{"user", prompt}}, /*add_generation_prompt=*/true);
-    }
-    // Special-token texts in the prompt (<|im_start|>, ...) become their ids, as in llama-cli.
-    const std::vector<int32_t> ids = tok.encode(text, /*add_special=*/true, /*parse_special=*/true);
+    const std::vector<int32_t> ids = prompt_ids(g.model(), g.tokenizer());
     if (ids.empty()) throw UsageError("the prompt tokenizes to nothing");
     if (n_predict >= 0 && static_cast<int64_t>(ids.size()) + n_predict > mo.n_ctx) {
       throw UsageError("prompt (" + std::to_string(ids.size()) + " tokens) plus -n " +

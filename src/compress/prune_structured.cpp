@@ -157,11 +157,12 @@ void prune_ffn(const model::Model& m, const StructuredPruneOptions& o, const Cal
     const std::vector<float> g = decode_rows(gate.type, gate.data, n_embd, n_ff, pool);
     const std::vector<float> u = decode_rows(up.type, up.data, n_embd, n_ff, pool);
     const std::vector<float> d = decode_rows(down.type, down.data, n_ff, n_embd, pool);
-    const bool wanda = o.criterion == Criterion::Wanda, flap = o.criterion == Criterion::Flap;
+    const bool given = !o.keep.empty();
+    const bool wanda = o.criterion == Criterion::Wanda && !given, flap = o.criterion == Criterion::Flap && !given;
     const std::vector<float> none;
     const std::vector<float>& in = wanda ? cal.row_norm[il] : none;
-    std::vector<double> score(static_cast<size_t>(n_ff), 0.0);
-    pool.parallel_for(n_ff, 16, [&](int64_t j0, int64_t j1, int) {
+    std::vector<double> score(static_cast<size_t>(given ? 0 : n_ff), 0.0);
+    if (!given) pool.parallel_for(n_ff, 16, [&](int64_t j0, int64_t j1, int) {
       for (int64_t j = j0; j < j1; ++j) {
         double sd = 0.0, sd2 = 0.0;
         for (int64_t i = 0; i < n_embd; ++i) {
@@ -174,7 +175,13 @@ void prune_ffn(const model::Model& m, const StructuredPruneOptions& o, const Cal
                               sd * (wanda ? cal.unit_norm[il][j] : 1.0);
       }
     });
-    const std::vector<int64_t> keep = top_units(score, st.units_after);
+    const std::vector<int64_t> keep = given ? o.keep[il] : top_units(score, st.units_after);
+    if (static_cast<int64_t>(keep.size()) != st.units_after || !std::is_sorted(keep.begin(), keep.end()) ||
+        keep.front() < 0 || keep.back() >= n_ff || std::adjacent_find(keep.begin(), keep.end()) != keep.end()) {
+      throw FormatError(f.path() + ": the neurons kept in layer " + std::to_string(il) + " are not " +
+                        std::to_string(st.units_after) + " distinct ascending indices below " + std::to_string(n_ff));
+    }
+    st.kept.push_back(keep);
     out.push_back(keep_rows(gate, keep));
     out.push_back(keep_rows(up, keep));
     out.push_back(keep_columns(down, keep, 1, pool));
@@ -184,7 +191,7 @@ void prune_ffn(const model::Model& m, const StructuredPruneOptions& o, const Cal
       out.push_back(compensation_bias(f, layer_name(il, "ffn_down.bias"), down.name, d, n_embd, n_ff,
                                       kept, cal.mean[il]));
     }
-    if (o.log) {
+    if (o.log && !given) {
       o.log("blk." + std::to_string(il) + ": " + std::to_string(st.units_after) + " of " +
                 std::to_string(n_ff) + " neurons kept", false);
     }
@@ -363,22 +370,37 @@ int64_t ffn_width_kept(int64_t n_ff, double fraction) {
 
 StructuredPruneStats prune_structured(const std::string& model_path, const std::string& out_path,
                                       const StructuredPruneOptions& o, ThreadPool& pool) {
-  const bool layers = o.structure == Structure::Layers;
+  check_structured_options(o);
+  std::unique_ptr<model::Model> m = model::Model::load(model_path);
+  check_output_path(m->file(), out_path);
+  StructuredPruneStats st;
+  const gguf::Writer w = build_structured(*m, o, pool, st);
+  write_output(w, out_path, o.cancel);
+  return st;
+}
+
+void check_structured_options(const StructuredPruneOptions& o) {
   parse_criterion(o.structure, criterion_name(o.criterion));  // the pairing
   if (!(o.fraction > 0.0 && o.fraction < 1.0)) throw UsageError("--sparsity must be in (0, 1)");
-  std::unique_ptr<model::Model> m = model::Model::load(model_path);
+  if (!o.keep.empty() && o.structure != Structure::Ffn) throw UsageError("kept units are given for ffn only");
+}
+
+gguf::Writer build_structured(const model::Model& model, const StructuredPruneOptions& o, ThreadPool& pool,
+                              StructuredPruneStats& st) {
+  check_structured_options(o);
+  const model::Model* m = &model;
+  const bool layers = o.structure == Structure::Layers;
   const gguf::File& src = m->file();
   const model::HParams& hp = m->hparams();
   const std::string what(structure_name(o.structure));
   if (hp.n_expert > 0) throw UsageError(src.path() + ": --structure " + what + " does not prune MoE models");
-  check_output_path(src, out_path);
 
-  StructuredPruneStats st;
+  st = {};
   std::vector<std::string> replaced;  // metadata keys written anew
   switch (o.structure) {
     case Structure::Ffn:
       st.units_before = hp.n_ff;
-      st.units_after = ffn_width_kept(hp.n_ff, o.fraction);
+      st.units_after = o.keep.empty() ? ffn_width_kept(hp.n_ff, o.fraction) : static_cast<int64_t>(o.keep[0].size());
       replaced = {model::arch_key(hp, "feed_forward_length")};
       break;
     case Structure::Heads:
@@ -406,11 +428,12 @@ StructuredPruneStats prune_structured(const std::string& model_path, const std::
   const bool ffn = o.structure == Structure::Ffn;
   const std::string_view row_input = ffn ? model::names::kFfnNorm : model::names::kAttnNorm;
   const std::string_view unit_input = ffn ? model::names::kFfnAct : model::names::kKqvOut;
-  if (o.criterion != Criterion::Magnitude) cal.samples = read_calibration_samples(*m, o);
-  if (o.criterion == Criterion::Wanda || o.criterion == Criterion::Flap) {
+  const bool given = !o.keep.empty();
+  if (o.criterion != Criterion::Magnitude && !given) cal.samples = read_calibration_samples(*m, o);
+  if ((o.criterion == Criterion::Wanda || o.criterion == Criterion::Flap) && !given) {
     channel_statistics(*m, o, row_input, unit_input, cal, pool);
   }
-  if (o.criterion == Criterion::Taylor) {
+  if (o.criterion == Criterion::Taylor && !given) {
     const auto progress = [&](int64_t done, int64_t total) {
       if (o.log) o.log("taylor gradients " + std::to_string(done) + "/" + std::to_string(total) + " samples", true);
     };
@@ -452,14 +475,16 @@ StructuredPruneStats prune_structured(const std::string& model_path, const std::
     }
   }
 
-  // Metadata: the source's, less the keys replaced, older pruning provenance and plans made
-  // for the unpruned layers (squeeze.prefill.*, squeeze.sparsity.*); per-layer arrays sliced.
+  // Metadata: the source's, less the keys replaced, older pruning provenance, plans made for
+  // the unpruned layers (squeeze.prefill.*, squeeze.sparsity.*) and per-domain masks
+  // (squeeze.domains.*); per-layer arrays sliced.
   std::vector<std::string> skip_keys = replaced;
   skip_keys.push_back("general.file_type");
   std::vector<const gguf::KeyValue*> sliced;
   for (const gguf::KeyValue& kv : src.metadata()) {
     const std::string_view k = kv.key;
-    if (k.starts_with(kPrefix) || k.starts_with("squeeze.prefill.") || k.starts_with("squeeze.sparsity.")) {
+    if (k.starts_with(kPrefix) || k.starts_with("squeeze.prefill.") || k.starts_with("squeeze.sparsity.") ||
+        k.starts_with("squeeze.domains.")) {
       skip_keys.push_back(kv.key);
     } else if (layers && kv.value.type == gguf::ValueType::Array &&
                kv.value.array_len == static_cast<uint64_t>(hp.n_layer) && k.starts_with(hp.arch + ".")) {
@@ -517,8 +542,7 @@ StructuredPruneStats prune_structured(const std::string& model_path, const std::
     for (int64_t d : t.shape) n *= d;
     st.params_after += static_cast<uint64_t>(n);
   }
-  write_output(w, out_path, o.cancel);
-  return st;
+  return w;
 }
 
 }  // namespace squeeze::compress

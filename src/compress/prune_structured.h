@@ -38,6 +38,8 @@
 #include <vector>
 
 #include "core/thread_pool.h"
+#include "gguf/gguf.h"
+#include "model/model.h"
 
 namespace squeeze::compress {
 
@@ -62,6 +64,9 @@ struct StructuredPruneOptions {
   int64_t calib_samples = 128;
   int64_t calib_ctx = 512;
   uint64_t seed = 0;
+  // ffn: the neurons each layer keeps (ascending, the same count in every layer) instead of
+  // the criterion's choice (per-domain masks, compress/domains.h); no calibration then.
+  std::vector<std::vector<int64_t>> keep;
   const std::atomic<bool>* cancel = nullptr;
   std::function<void(const std::string& line, bool transient)> log;
 };
@@ -70,6 +75,7 @@ struct StructuredPruneStats {
   int64_t units_before = 0;  // per layer (neurons, KV groups), or layers
   int64_t units_after = 0;
   std::vector<int64_t> layers_removed;  // layers: ascending, source numbering
+  std::vector<std::vector<int64_t>> kept;  // ffn: each layer's neurons kept, ascending
   uint64_t params_before = 0;           // every tensor's elements
   uint64_t params_after = 0;
   uint64_t bytes_in = 0;
@@ -85,5 +91,12 @@ int64_t units_kept(int64_t n, double fraction, const char* what);
 // remove), then writes the pruned model to out_path. Throws Interrupted on cancel.
 StructuredPruneStats prune_structured(const std::string& model_path, const std::string& out_path,
                                       const StructuredPruneOptions& o, ThreadPool& pool);
+
+// UsageError for options that cannot go together (before any work).
+void check_structured_options(const StructuredPruneOptions& o);
+
+// The pruned model of m, unwritten (prune_structured's work without the file); st filled.
+gguf::Writer build_structured(const model::Model& m, const StructuredPruneOptions& o, ThreadPool& pool,
+                              StructuredPruneStats& st);
 
 }  // namespace squeeze::compress

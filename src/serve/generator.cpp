@@ -29,9 +29,11 @@ std::unique_ptr<model::ActSparsity> make_act_sparsity(const model::Model& m,
 
 }  // namespace
 
-Generator::Generator(const GeneratorOptions& o)
+Generator::Generator(const GeneratorOptions& o) : Generator(o, model::Model::load(o.model_path)) {}
+
+Generator::Generator(const GeneratorOptions& o, std::unique_ptr<model::Model> model)
     : options_(o),
-      model_(model::Model::load(o.model_path)),
+      model_(std::move(model)),
       tok_(tokenizer::read_vocab(model_->file())),
       pool_(o.threads),
       ctx_(*model_, o.n_ctx, pool_),

@@ -55,6 +55,9 @@ class Generator {
   // Loads the model and sets everything up. Throws Error (FormatError, UsageError) for a bad
   // file, a context beyond the model's, or sparsity levels the file does not hold.
   explicit Generator(const GeneratorOptions& o);
+  // The same with a model already loaded (o.model_path unused): a per-domain model
+  // (compress/domains.h).
+  Generator(const GeneratorOptions& o, std::unique_ptr<model::Model> model);
   Generator(const Generator&) = delete;
   Generator& operator=(const Generator&) = delete;
 

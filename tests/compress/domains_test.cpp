@@ -1,0 +1,175 @@
+// Per-domain FFN masks (compress/domains.h): the masks are each domain's own structured choice,
+// a domain's model is the original with the other neurons silenced, windows of each domain's
+// text route to it, and bad specs, names and tables are clear errors.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <numeric>
+
+#include "compress/domains.h"
+#include "compress/prune_structured.h"
+#include "core/error.h"
+#include "core/thread_pool.h"
+#include "gguf/gguf.h"
+#include "model/context.h"
+#include "model/model.h"
+#include "tiny_model.h"
+#include "tiny_model_cli.h"
+#include "cli_run.h"
+
+namespace squeeze::compress {
+namespace {
+
+using testing::run_squeeze;
+
+// Two texts of different alphabets: letters, and digits with punctuation.
+void write_domain_texts(const std::string& letters, const std::string& digits) {
+  std::ofstream a(letters), b(digits);
+  for (int i = 0; i < 200; ++i) {
+    a << "the quick brown fox jumps over the lazy dog and runs away ";
+    b << (i * 7919) % 10007 << ", " << (i * 104729) % 1000003 << "; " << i * 31 << ". ";
+  }
+}
+
+class Domains : public testing::TinyModelCli {
+ protected:
+  Domains() : TinyModelCli("domains") {}
+  void SetUp() override {
+    TinyModelCli::SetUp();
+    letters_ = out("letters.txt");
+    digits_ = out("digits.txt");
+    write_domain_texts(letters_, digits_);
+  }
+  std::string letters_, digits_;
+};
+
+std::vector<float> logits(const model::Model& m, ThreadPool& pool) {
+  model::Context ctx(m, 64, pool, 1);
+  const std::vector<int32_t> prompt = {5, 70, 100, 3, 200, 150, 9, 11, 255, 42};
+  const auto l = ctx.decode(prompt);
+  return {l.begin(), l.end()};
+}
+
+TEST(DomainSpecs, ParseAndRefuse) {
+  const std::vector<DomainSpec> d = parse_domains("code=a.py,docs=/x/y.txt");
+  ASSERT_EQ(d.size(), 2u);
+  EXPECT_EQ(d[1].name, "docs");
+  EXPECT_EQ(d[1].calib_path, "/x/y.txt");
+  for (const char* bad : {"", "code", "=x", "code=", "a b=x", "code=x,code=y", "auto=x"}) {
+    EXPECT_THROW(parse_domains(bad), UsageError) << bad;
+  }
+}
+
+TEST_F(Domains, MasksModelsAndRouting) {
+  ThreadPool pool(2);
+  StructuredPruneOptions o;
+  o.criterion = Criterion::Wanda;
+  o.fraction = 0.5;
+  o.calib_samples = 4;
+  o.calib_ctx = 32;
+  const std::string path = out("domains.gguf");
+  const DomainPruneStats ds =
+      prune_domains(model_, path, o, {{"letters", letters_}, {"digits", digits_}}, pool);
+  EXPECT_EQ(ds.n_ff_after, ds.n_ff_before / 2);
+  const auto m = model::Model::load(path);
+  const model::HParams& hp = m->hparams();
+  EXPECT_EQ(hp.n_ff, ds.n_ff_before);  // the dense weights stay
+  const auto t = read_domains(m->file(), hp.n_layer, hp.n_embd);
+  ASSERT_TRUE(t.has_value());
+  ASSERT_EQ(t->names, (std::vector<std::string>{"letters", "digits"}));
+  for (size_t d = 0; d < 2; ++d) {
+    SCOPED_TRACE(t->names[d]);
+    // The mask is what --structure ffn keeps on that domain's text.
+    StructuredPruneOptions od = o;
+    od.calib_path = d == 0 ? letters_ : digits_;
+    StructuredPruneStats st;
+    const auto dense = model::Model::load(model_);
+    build_structured(*dense, od, pool, st);
+    EXPECT_EQ(t->neurons[d], st.kept);
+    // The domain's model is the original with the other neurons' gate rows zeroed.
+    const gguf::File src = gguf::File::open(model_);
+    std::vector<uint8_t> silenced(src.file_data(), src.file_data() + src.file_size());
+    for (int64_t il = 0; il < hp.n_layer; ++il) {
+      const gguf::TensorInfo& g = *src.find_tensor("blk." + std::to_string(il) + ".ffn_gate.weight");
+      const size_t rb = g.n_bytes / static_cast<size_t>(hp.n_ff);
+      std::vector<uint8_t> keep(static_cast<size_t>(hp.n_ff), 0);
+      for (int64_t j : t->neurons[d][il]) keep[j] = 1;
+      const size_t off = static_cast<const uint8_t*>(g.data) - src.file_data();
+      for (int64_t j = 0; j < hp.n_ff; ++j) {
+        if (!keep[j]) std::memset(silenced.data() + off + j * rb, 0, rb);
+      }
+    }
+    const auto small = domain_model(*m, *t, static_cast<int64_t>(d), pool);
+    EXPECT_EQ(small->hparams().n_ff, t->ffn_length);
+    const auto reference = model::Model::load(gguf::File::from_bytes("silenced", silenced));
+    const std::vector<float> a = logits(*small, pool), b = logits(*reference, pool);
+    ASSERT_EQ(a.size(), b.size());
+    float scale = 0.0f, diff = 0.0f;
+    for (size_t i = 0; i < a.size(); ++i) {
+      scale = std::max(scale, std::fabs(b[i]));
+      diff = std::max(diff, std::fabs(a[i] - b[i]));
+    }
+    EXPECT_LT(diff, 0.02f * scale);
+  }
+  // Windows of each text route to their own domain.
+  for (const auto& [file, want] : {std::pair{letters_, "letters"}, std::pair{digits_, "digits"}}) {
+    const auto r = run_squeeze("route -m " + path + " -f " + file + " --tokens 24 --windows 10 --expect " + want +
+                                   " -t 2", "dom_route");
+    ASSERT_EQ(r.rc, 0) << r.err;
+    EXPECT_NE(r.out.find(std::string("; ") + want + ": 100.0%"), std::string::npos) << r.out;
+  }
+}
+
+TEST_F(Domains, CommandsTakeADomain) {
+  const std::string path = out("domains.gguf");
+  const auto p = run_squeeze("prune -m " + model_ + " -o " + path + " -t 2 --structure ffn --method wanda --sparsity 0.5 "
+                             "--calib-samples 4 --calib-ctx 32 --domains letters=" + letters_ + ",digits=" + digits_,
+                             "dom_prune");
+  ASSERT_EQ(p.rc, 0) << p.err;
+  EXPECT_NE(p.err.find("ffn masks of 2 domains: 128 -> 64 neurons per layer each"), std::string::npos) << p.err;
+  const auto run = run_squeeze("run -m " + path + " --domain auto -p \"the lazy dog runs over the quick fox\" "
+                               "-n 4 --temp 0 --ctx 64 -t 2", "dom_run");
+  ASSERT_EQ(run.rc, 0) << run.err;
+  EXPECT_NE(run.err.find("domain: letters (auto, cosine"), std::string::npos) << run.err;
+  const auto named = run_squeeze("run -m " + path + " --domain digits -p hello -n 4 --temp 0 --ctx 64 -t 2", "dom_run2");
+  ASSERT_EQ(named.rc, 0) << named.err;
+  EXPECT_NE(named.err.find("domain: digits"), std::string::npos) << named.err;
+  const auto ppl = run_squeeze("perplexity -m " + path + " --domain letters -f " + letters_ + " --ctx 32 --chunks 2 -t 2",
+                               "dom_ppl");
+  ASSERT_EQ(ppl.rc, 0) << ppl.err;
+  const std::pair<std::string, std::string> bad[] = {
+      {"run -m " + path + " --domain code -p hi -n 1", "the model's domains are letters, digits (or auto)"},
+      {"run -m " + model_ + " --domain letters -p hi -n 1", "has no domain masks"},
+      {"perplexity -m " + path + " --domain auto -f " + letters_, "--domain auto routes a prompt"},
+      {"bench -m " + path + " --domain letters --machine", "--domain needs a model"},
+      {"route -m " + model_ + " -f " + letters_, "has no domain masks"},
+      {"prune -m " + model_ + " -o " + out("x.gguf") + " --method wanda --sparsity 0.5 --domains a=" + letters_,
+       "--domains needs --structure ffn"},
+      {"prune -m " + model_ + " -o " + out("x.gguf") + " --structure ffn --method flap --sparsity 0.5 --domains a=" + letters_,
+       "--domains ranks neurons by wanda or taylor"},
+      {"prune -m " + model_ + " -o " + out("x.gguf") + " --structure ffn --method wanda --sparsity 0.5 --calib " + calib_ +
+           " --domains a=" + letters_, "--calib does not apply to --domains"},
+  };
+  for (const auto& [args, needle] : bad) {
+    SCOPED_TRACE(args);
+    testing::expect_clean_error(run_squeeze(args, "dom_bad"), needle);
+  }
+}
+
+TEST(DomainTables, MalformedOnesAreFormatErrors) {
+  testing::TinyModelSpec spec;
+  spec.extra = [](gguf::Writer& w) {
+    w.add_string_array("squeeze.domains.names", {"a"});
+    w.add_uint32("squeeze.domains.ffn_length", 64);
+    w.add_uint32("squeeze.domains.route_layer", 1);
+    w.add_int32_array("squeeze.domains.a.neurons", std::vector<int32_t>(64 * 2 - 1, 0));
+    w.add_float32_array("squeeze.domains.a.centroid", std::vector<float>(64, 0.125f));
+  };
+  const gguf::File f = gguf::File::from_bytes("bad", testing::tiny_model_writer(spec).to_bytes());
+  EXPECT_THROW(read_domains(f, 2, 64), FormatError);
+}
+
+}  // namespace
+}  // namespace squeeze::compress

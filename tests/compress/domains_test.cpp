@@ -15,6 +15,7 @@
 #include "gguf/gguf.h"
 #include "model/context.h"
 #include "model/model.h"
+#include "logits_compare.h"
 #include "tiny_model.h"
 #include "tiny_model_cli.h"
 #include "cli_run.h"
@@ -44,13 +45,6 @@ class Domains : public testing::TinyModelCli {
   }
   std::string letters_, digits_;
 };
-
-std::vector<float> logits(const model::Model& m, ThreadPool& pool) {
-  model::Context ctx(m, 64, pool, 1);
-  const std::vector<int32_t> prompt = {5, 70, 100, 3, 200, 150, 9, 11, 255, 42};
-  const auto l = ctx.decode(prompt);
-  return {l.begin(), l.end()};
-}
 
 TEST(DomainSpecs, ParseAndRefuse) {
   const std::vector<DomainSpec> d = parse_domains("code=a.py,docs=/x/y.txt");
@@ -104,14 +98,7 @@ TEST_F(Domains, MasksModelsAndRouting) {
     const auto small = domain_model(*m, *t, static_cast<int64_t>(d), pool);
     EXPECT_EQ(small->hparams().n_ff, t->ffn_length);
     const auto reference = model::Model::load(gguf::File::from_bytes("silenced", silenced));
-    const std::vector<float> a = logits(*small, pool), b = logits(*reference, pool);
-    ASSERT_EQ(a.size(), b.size());
-    float scale = 0.0f, diff = 0.0f;
-    for (size_t i = 0; i < a.size(); ++i) {
-      scale = std::max(scale, std::fabs(b[i]));
-      diff = std::max(diff, std::fabs(a[i] - b[i]));
-    }
-    EXPECT_LT(diff, 0.02f * scale);
+    testing::expect_same_logits(*small, *reference, pool, 0.02f);
   }
   // Windows of each text route to their own domain.
   for (const auto& [file, want] : {std::pair{letters_, "letters"}, std::pair{digits_, "digits"}}) {

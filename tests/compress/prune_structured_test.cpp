@@ -22,12 +22,14 @@
 #include "model/names.h"
 #include "calib/calib.h"
 #include "tokenizer/tokenizer.h"
+#include "logits_compare.h"
 #include "tiny_model.h"
 
 namespace squeeze::compress {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::expect_same_logits;
 using formats::DType;
 
 std::vector<float> decoded(const gguf::TensorInfo& t) {
@@ -39,13 +41,6 @@ std::vector<float> decoded(const gguf::TensorInfo& t) {
         .dequantize_row(static_cast<const uint8_t*>(t.data) + r * rb, w.data() + r * cols, cols);
   }
   return w;
-}
-
-std::vector<float> logits(const model::Model& m, ThreadPool& pool) {
-  model::Context ctx(m, 64, pool, 1);
-  const std::vector<int32_t> prompt = {5, 70, 100, 3, 200, 150, 9, 11, 255, 42};
-  const auto l = ctx.decode(prompt);
-  return {l.begin(), l.end()};
 }
 
 TEST(PruneStructured, SmallerModelIsTheOriginalWithTheNeuronsSilenced) {
@@ -103,15 +98,7 @@ TEST(PruneStructured, SmallerModelIsTheOriginalWithTheNeuronsSilenced) {
   }
   const auto small = model::Model::load(out_path);
   const auto reference = model::Model::load(gguf::File::from_bytes("silenced", silenced));
-  const std::vector<float> a = logits(*small, pool), b = logits(*reference, pool);
-  ASSERT_EQ(a.size(), b.size());
-  float scale = 0.0f, diff = 0.0f;
-  for (size_t i = 0; i < a.size(); ++i) {
-    scale = std::max(scale, std::fabs(b[i]));
-    diff = std::max(diff, std::fabs(a[i] - b[i]));
-  }
-  EXPECT_LT(diff, 0.02f * scale) << "max |diff| " << diff << " of max |logit| " << scale;
-  EXPECT_EQ(std::max_element(a.begin(), a.end()) - a.begin(), std::max_element(b.begin(), b.end()) - b.begin());
+  expect_same_logits(*small, *reference, pool, 0.02f);
   fs::remove_all(dir);
 }
 
@@ -123,18 +110,6 @@ void zero_bytes(std::vector<uint8_t>& file, const gguf::File& src, const std::st
   const size_t off = static_cast<const uint8_t*>(t.data) - src.file_data();
   ASSERT_LE(offset + n, t.n_bytes);
   std::memset(file.data() + off + offset, 0, n);
-}
-
-void expect_same_logits(const model::Model& a_model, const model::Model& b_model, ThreadPool& pool,
-                        float tolerance) {
-  const std::vector<float> a = logits(a_model, pool), b = logits(b_model, pool);
-  ASSERT_EQ(a.size(), b.size());
-  float scale = 0.0f, diff = 0.0f;
-  for (size_t i = 0; i < a.size(); ++i) {
-    scale = std::max(scale, std::fabs(b[i]));
-    diff = std::max(diff, std::fabs(a[i] - b[i]));
-  }
-  EXPECT_LE(diff, tolerance * scale) << "max |diff| " << diff << " of max |logit| " << scale;
 }
 
 struct Dir {

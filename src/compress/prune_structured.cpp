@@ -12,6 +12,7 @@
 #include "compress/taylor.h"
 #include "core/error.h"
 #include "formats/format.h"
+#include "model/arch.h"
 #include "model/loader.h"
 #include "model/model.h"
 #include "model/names.h"
@@ -24,9 +25,7 @@ using formats::DType;
 
 constexpr std::string_view kPrefix = "squeeze.pruning.";
 
-std::string layer_name(int64_t il, std::string_view suffix) {
-  return "blk." + std::to_string(il) + "." + std::string(suffix);
-}
+std::string layer_name(int64_t il, std::string_view suffix) { return model::layer_prefix(il) + std::string(suffix); }
 
 // A tensor of the output: the source's bytes (src set) or new ones.
 struct OutTensor {
@@ -273,20 +272,6 @@ void prune_heads(const model::Model& m, const StructuredPruneOptions& o, const C
   }
 }
 
-// The block index of a "blk.N.*" name, or -1.
-int64_t block_of(std::string_view name, size_t& rest) {
-  if (!name.starts_with("blk.")) return -1;
-  const size_t dot = name.find('.', 4);
-  if (dot == std::string_view::npos || dot == 4 || dot > 13) return -1;
-  int64_t il = 0;
-  for (size_t i = 4; i < dot; ++i) {
-    if (name[i] < '0' || name[i] > '9') return -1;
-    il = il * 10 + (name[i] - '0');
-  }
-  rest = dot;
-  return il;
-}
-
 // The layers structure: ShortGPT's block influence on the calibration samples (each a chunk).
 std::vector<uint8_t> layers_to_remove(const model::Model& m, const StructuredPruneOptions& o,
                                       const calib::CalibSamples& samples, StructuredPruneStats& st,
@@ -466,7 +451,7 @@ gguf::Writer build_structured(const model::Model& model, const StructuredPruneOp
       continue;
     }
     size_t rest = 0;
-    const int64_t il = layers ? block_of(t.name, rest) : -1;
+    const int64_t il = layers ? model::layer_of_name(t.name, rest) : -1;
     if (il < 0 || il >= hp.n_layer) {
       tensors.push_back(same(t, t.name));
     } else if (!removed[il]) {

@@ -37,19 +37,25 @@ std::string supported_archs() {
   return s;
 }
 
-const LayerMatrix* find_layer_matrix(const Arch& arch, std::string_view name, int64_t& layer) {
-  layer = -1;
+int64_t layer_of_name(std::string_view name, size_t& dot) {
   constexpr std::string_view kPrefix = "blk.";
-  if (name.substr(0, kPrefix.size()) != kPrefix) return nullptr;
-  const size_t dot = name.find('.', kPrefix.size());
-  if (dot == std::string_view::npos || dot == kPrefix.size() || dot - kPrefix.size() > 9) {
-    return nullptr;
-  }
+  if (name.substr(0, kPrefix.size()) != kPrefix) return -1;
+  const size_t end = name.find('.', kPrefix.size());
+  if (end == std::string_view::npos || end == kPrefix.size() || end - kPrefix.size() > 9) return -1;
   int64_t il = 0;
-  for (size_t i = kPrefix.size(); i < dot; ++i) {
-    if (!std::isdigit(static_cast<unsigned char>(name[i]))) return nullptr;
+  for (size_t i = kPrefix.size(); i < end; ++i) {
+    if (!std::isdigit(static_cast<unsigned char>(name[i]))) return -1;
     il = il * 10 + (name[i] - '0');
   }
+  dot = end;
+  return il;
+}
+
+const LayerMatrix* find_layer_matrix(const Arch& arch, std::string_view name, int64_t& layer) {
+  layer = -1;
+  size_t dot = 0;
+  const int64_t il = layer_of_name(name, dot);
+  if (il < 0) return nullptr;
   const std::string_view rest = name.substr(dot + 1);
   for (const LayerMatrix& lm : arch.layer_matrices) {
     if (rest == lm.suffix) {

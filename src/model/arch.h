@@ -50,6 +50,10 @@ const Arch* find_arch(std::string_view name);
 // The names of the supported architectures, comma-separated (for error messages).
 std::string supported_archs();
 
+// The layer index of a "blk.N.<rest>" tensor name, with the position of the dot before <rest>
+// in `dot`; -1 (dot unchanged) for any other name.
+int64_t layer_of_name(std::string_view name, size_t& dot);
+
 // The layer matrix of `arch` whose GGUF name is `name` ("blk.12.ffn_up.weight"), with its layer
 // index; nullptr (layer -1) for any other name.
 const LayerMatrix* find_layer_matrix(const Arch& arch, std::string_view name, int64_t& layer);

@@ -88,6 +88,11 @@ int cmd_bench(int argc, char** argv) {
                  "the tokens of all of them")
       ->delimiter(',')
       ->capture_default_str();
+  app.add_option("-d,--n-depth", bo.depth,
+                 "tokens already in the KV cache before each test (e.g. 0,4096,8192): one test "
+                 "per -p / -n and value")
+      ->delimiter(',')
+      ->capture_default_str();
   app.add_option("-r,--repetitions", bo.reps, "timed repetitions per test")->capture_default_str();
   app.add_option("-b,--batch", n_batch, "tokens per forward chunk in pp")
       ->capture_default_str()
@@ -97,6 +102,8 @@ int cmd_bench(int argc, char** argv) {
   add_act_sparsity_option(app, act_sparsity);
   PrefillOptions prefill;
   add_prefill_options(app, prefill);
+  KvCacheOptions kv_cache;
+  kv_cache.add_to(app);
   app.add_flag("--no-warmup", no_warmup, "skip the warm-up run before each test");
   app.add_flag("--json", as_json, "print one JSON object (fields: docs/BENCHMARKS.md)");
   app.add_flag("--machine", machine,
@@ -132,7 +139,7 @@ int cmd_bench(int argc, char** argv) {
                        "context of " + std::to_string(n_ctx_train) + " tokens");
     }
     ThreadPool pool(n_threads);
-    model::Context ctx(*model, n_ctx, pool, n_batch, eval::bench_n_seq(tests));
+    model::Context ctx(*model, n_ctx, pool, n_batch, eval::bench_n_seq(tests), 0, kv_cache.resolved());
     const auto sparsity = enable_act_sparsity(*model, act_sparsity, ctx, pool);
     enable_prefill_pruning(*model, prefill, ctx);
     eval::BenchReport rep =

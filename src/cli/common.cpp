@@ -56,6 +56,40 @@ void ModelOptions::add_to(CLI::App& app) {
       ->check(CLI::Range(0, 1024));
   add_act_sparsity_option(app, act_sparsity);
   add_prefill_options(app, prefill);
+  kv.add_to(app);
+}
+
+void KvCacheOptions::add_to(CLI::App& app) {
+  app.add_option("--kv-type", type,
+                 "KV cache storage: f16, or q8 / q4 / q2 codes (KIVI: keys per channel, values per "
+                 "token, a recent window in f16)")
+      ->capture_default_str();
+  quant_only = {
+      app.add_option("--kv-k-axis", k_axis,
+                     "quantized keys share a scale per channel (over a block of --kv-group tokens) "
+                     "or per token (over --kv-group channels)")
+          ->capture_default_str(),
+      app.add_option("--kv-group", parsed.group,
+                     "values per scale: channels of a value (and of a key per token), tokens of a "
+                     "key channel")
+          ->capture_default_str(),
+      app.add_option("--kv-recent", parsed.recent,
+                     "newest tokens kept in f16 (whole blocks; KIVI's R)")
+          ->capture_default_str(),
+      app.add_option("--kv-sinks", parsed.sinks, "first tokens kept in f16 (whole blocks)")
+          ->capture_default_str()};
+}
+
+kv::KvOptions KvCacheOptions::resolved() const {
+  kv::KvOptions o = parsed;
+  o.type = kv::parse_kv_type(type);
+  o.k_axis = kv::parse_key_axis(k_axis);
+  if (!o.quantized()) {
+    for (const CLI::Option* opt : quant_only) {
+      if (opt->count() > 0) throw UsageError(opt->get_name() + " needs a quantized --kv-type (q8, q4, q2)");
+    }
+  }
+  return o;
 }
 
 // The text as llama.cpp's -f reads it: the whole file, one trailing newline dropped.
@@ -264,6 +298,7 @@ serve::GeneratorOptions generator_options(const ModelOptions& mo, const Sampling
   o.threads = mo.resolved_threads();
   o.act_sparsity = mo.act_sparsity.level;
   o.head_sparsity = mo.act_sparsity.head;
+  o.kv = mo.kv.resolved();
   o.sampling = so.resolved();
   return o;
 }

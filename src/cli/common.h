@@ -49,6 +49,18 @@ struct PrefillOptions {
   bool any() const { return !skip.empty() || heads.has_value(); }
 };
 
+// The KV cache's storage (kv/kv_quant.h): --kv-type, --kv-k-axis, --kv-group, --kv-recent,
+// --kv-sinks.
+struct KvCacheOptions {
+  std::string type = "f16";
+  std::string k_axis = "channel";
+  kv::KvOptions parsed;  // group, recent and sinks are read into it directly
+  std::vector<CLI::Option*> quant_only;  // options that mean nothing for an f16 cache
+  void add_to(CLI::App& app);
+  // The options; UsageError for a bad name, or a quantizer option given with --kv-type f16.
+  kv::KvOptions resolved() const;
+};
+
 // Options every model-running command takes.
 struct ModelOptions {
   std::string model;
@@ -56,6 +68,7 @@ struct ModelOptions {
   int threads = 0;  // 0: all hardware threads
   ActSparsityOptions act_sparsity;
   PrefillOptions prefill;
+  KvCacheOptions kv;
   void add_to(CLI::App& app);
   int resolved_threads() const;
 };

@@ -120,7 +120,7 @@ int cmd_hellaswag(int argc, char** argv) {
     ThreadPool pool(mo.resolved_threads());
     // The KV cache holds the longest sequence; --ctx bounds it (llama-perplexity's window).
     const auto n_kv = static_cast<int64_t>(longest);
-    model::Context ctx(*model, n_kv, pool, n_kv);
+    model::Context ctx(*model, n_kv, pool, n_kv, 1, 0, mo.kv.resolved());
     const auto sparsity = enable_act_sparsity(*model, mo.act_sparsity, ctx, pool);
     enable_prefill_pruning(*model, mo.prefill, ctx);
 

@@ -98,7 +98,7 @@ int cmd_perplexity(int argc, char** argv) {
                        "does not apply");
     }
     ThreadPool pool(mo.resolved_threads());
-    model::Context ctx(*model, mo.n_ctx, pool, n_batch > 0 ? n_batch : mo.n_ctx);
+    model::Context ctx(*model, mo.n_ctx, pool, n_batch > 0 ? n_batch : mo.n_ctx, 1, 0, mo.kv.resolved());
     const auto sparsity = enable_act_sparsity(*model, mo.act_sparsity, ctx, pool);
     if (prefill_split != mo.prefill.any()) {
       throw UsageError(prefill_split ? "--prefill-split needs --prefill-skip or --prefill-heads"
@@ -171,6 +171,14 @@ int cmd_perplexity(int argc, char** argv) {
                 static_cast<long long>(plan.n_ctx), static_cast<long long>(r.nll.count),
                 r.seconds, scored_per_s, wall.seconds());
     if (writer) std::printf("saved logits to %s\n", save_path.c_str());
+    if (ctx.kv().options().quantized()) {
+      const auto& kv = ctx.kv();
+      std::printf("KV cache %s: %.1f bytes per token in codes (f16: %lld), %.2f MiB at the end "
+                  "(%lld blocks of %lld tokens in f16)\n",
+                  kv::describe(kv.options()).c_str(), static_cast<double>(kv.bytes_per_token()),
+                  static_cast<long long>(2 * kv.n_layer() * kv.row() * 2), kv.bytes() / 1048576.0,
+                  static_cast<long long>(kv.n_hot_blocks()), static_cast<long long>(kv.block_tokens()));
+    }
     if (sparsity) {
       std::printf("%s\n", act_sparsity_summary(*model, *sparsity, ctx.sparsity_counters()).c_str());
     }

@@ -75,6 +75,7 @@ int cmd_serve(int argc, char** argv) {
     }
     ThreadPool pool(mo.resolved_threads());
     ec.n_ctx = mo.n_ctx;
+    ec.kv = mo.kv.resolved();
     if (ec.kv_tokens == 0) ec.kv_tokens = mo.n_ctx * ec.parallel;
     serve::Engine engine(*model, tok, pool, ec);
     const auto sparsity = enable_act_sparsity(*model, mo.act_sparsity, engine.context(), pool);
@@ -87,7 +88,8 @@ int cmd_serve(int argc, char** argv) {
     const auto& kv = engine.context().kv();
     std::cerr << "squeeze serve: " << ho.model_id << " on http://" << ho.host << ":" << port
               << " | parallel " << ec.parallel << " | context " << ec.n_ctx << " | KV cache "
-              << kv.capacity() << " tokens, " << kv.bytes() / (1 << 20) << " MiB | batch "
+              << kv.capacity() << " tokens, " << kv::describe(kv.options()) << ", "
+              << kv.bytes() / (1 << 20) << " MiB | batch "
               << ec.batch_tokens << " tokens | prefix cache " << (ec.prefix_cache ? "on" : "off")
               << " | threads " << pool.size() << std::endl;
     std::optional<StopOnSignal> signals;

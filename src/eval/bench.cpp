@@ -20,6 +20,7 @@ using json = nlohmann::ordered_json;
 std::string BenchTest::name() const {
   std::string s = (kind == BenchKind::Prompt ? "pp" : "tg") + std::to_string(n_tokens);
   if (n_seq > 1) s.append("x").append(std::to_string(n_seq));
+  if (depth > 0) s.append("@d").append(std::to_string(depth));
   return s;
 }
 
@@ -30,6 +31,9 @@ std::vector<BenchTest> bench_tests(const BenchOptions& opt) {
     if (n < 0) throw UsageError("-p must be >= 0, got " + std::to_string(n));
     if (n > 0) tests.push_back({BenchKind::Prompt, n});
   }
+  for (int64_t d : opt.depth) {
+    if (d < 0) throw UsageError("-d must be >= 0, got " + std::to_string(d));
+  }
   for (int64_t p : opt.parallel) {
     if (p < 1) throw UsageError("--parallel must be >= 1, got " + std::to_string(p));
   }
@@ -39,12 +43,19 @@ std::vector<BenchTest> bench_tests(const BenchOptions& opt) {
     for (int64_t p : opt.parallel) tests.push_back({BenchKind::Gen, n, p});
   }
   if (tests.empty()) throw UsageError("nothing to run: -p and -n are both 0");
-  return tests;
+  std::vector<BenchTest> at_depths;
+  for (const BenchTest& t : tests) {
+    for (const int64_t d : opt.depth) {
+      at_depths.push_back(t);
+      at_depths.back().depth = d;
+    }
+  }
+  return at_depths;
 }
 
 int64_t bench_ctx_size(const std::vector<BenchTest>& tests) {
   int64_t n = 1;
-  for (const BenchTest& t : tests) n = std::max(n, t.n_tokens);
+  for (const BenchTest& t : tests) n = std::max(n, t.depth + t.n_tokens);
   return n;
 }
 
@@ -100,13 +111,27 @@ std::vector<int32_t> random_tokens(std::mt19937_64& rng, int64_t n, int64_t n_vo
   return t;
 }
 
-// One repetition from empty sequences; returns the seconds spent in decode. tg with n_seq
-// sequences decodes one batch of n_seq tokens (one per sequence, logits of each) per step.
+// The test's sequences filled with `depth` random tokens (their logits not computed).
+void fill_depth(model::Context& ctx, const BenchTest& test, std::mt19937_64& rng) {
+  for (int64_t s = 0; s < test.n_seq; ++s) {
+    ctx.reset(s);
+    if (test.depth == 0) continue;
+    const std::vector<int32_t> tokens = random_tokens(rng, test.depth, ctx.model().hparams().n_vocab);
+    model::Batch b;
+    for (int64_t i = 0; i < test.depth; ++i) b.add(tokens[i], static_cast<int32_t>(i), static_cast<int32_t>(s), false);
+    ctx.decode_batch(b);
+  }
+}
+
+// One repetition from sequences of test.depth tokens; returns the seconds spent in decode. tg
+// with n_seq sequences decodes one batch of n_seq tokens (one per sequence, logits of each) per
+// step.
 double run_once(model::Context& ctx, const BenchTest& test, int64_t n_tokens,
                 std::mt19937_64& rng) {
   const std::vector<int32_t> tokens =
       random_tokens(rng, n_tokens * test.n_seq, ctx.model().hparams().n_vocab);
-  for (int64_t s = 0; s < test.n_seq; ++s) ctx.reset(s);
+  for (int64_t s = 0; s < test.n_seq; ++s) ctx.truncate(test.depth, s);
+  const auto p0 = static_cast<int32_t>(test.depth);
   if (test.kind == BenchKind::Prompt) {
     const Timer timer;
     ctx.decode(tokens);
@@ -120,7 +145,7 @@ double run_once(model::Context& ctx, const BenchTest& test, int64_t n_tokens,
   std::vector<model::Batch> steps(static_cast<size_t>(n_tokens));
   for (int64_t i = 0; i < n_tokens; ++i) {
     for (int64_t s = 0; s < test.n_seq; ++s) {
-      steps[i].add(tokens[i * test.n_seq + s], static_cast<int32_t>(i), static_cast<int32_t>(s),
+      steps[i].add(tokens[i * test.n_seq + s], p0 + static_cast<int32_t>(i), static_cast<int32_t>(s),
                    true);
     }
   }
@@ -133,8 +158,8 @@ double run_once(model::Context& ctx, const BenchTest& test, int64_t n_tokens,
 
 BenchResult run_bench(model::Context& ctx, const BenchTest& test, int reps, bool warmup,
                       uint64_t seed) {
-  if (test.n_tokens > ctx.n_ctx()) {
-    throw UsageError(test.name() + " needs a context of " + std::to_string(test.n_tokens) +
+  if (test.depth + test.n_tokens > ctx.n_ctx()) {
+    throw UsageError(test.name() + " needs a context of " + std::to_string(test.depth + test.n_tokens) +
                      " tokens, the bench context has " + std::to_string(ctx.n_ctx()));
   }
   if (test.n_seq > ctx.n_seq()) {
@@ -142,6 +167,7 @@ BenchResult run_bench(model::Context& ctx, const BenchTest& test, int reps, bool
                      " sequences, the bench context has " + std::to_string(ctx.n_seq()));
   }
   std::mt19937_64 rng(seed);
+  fill_depth(ctx, test, rng);
   if (warmup) run_once(ctx, test, test.kind == BenchKind::Prompt ? test.n_tokens : 1, rng);
   BenchResult r;
   r.test = test;
@@ -226,6 +252,7 @@ std::string report_json(const BenchReport& rep) {
                        {"n_prompt", pp ? r.test.n_tokens : 0},
                        {"n_gen", pp ? 0 : r.test.n_tokens},
                        {"n_seq", r.test.n_seq},
+                       {"n_depth", r.test.depth},
                        {"samples_s", r.samples_s},
                        {"samples_ts", r.samples_ts},
                        {"samples_attn_s", r.samples_attn_s},

@@ -20,13 +20,15 @@ struct BenchTest {
   BenchKind kind = BenchKind::Prompt;
   int64_t n_tokens = 0;
   int64_t n_seq = 1;  // tg: sequences decoding at once, one token each per step (one batch)
-  std::string name() const;  // "pp512", "tg128", "tg128x8" (8 sequences)
+  int64_t depth = 0;  // tokens already in each sequence's KV cache (llama-bench's -d)
+  std::string name() const;  // "pp512", "tg128", "tg128x8" (8 sequences), "tg128@d8192"
 };
 
 struct BenchOptions {
   std::vector<int64_t> n_prompt = {512};  // one pp test per value; 0 = none
   std::vector<int64_t> n_gen = {128};     // one tg test per value; 0 = none
   std::vector<int64_t> parallel = {1};    // sequences per tg test: one test per n_gen x value
+  std::vector<int64_t> depth = {0};       // context already filled: every test once per value
   int reps = 5;
   bool warmup = true;
   uint64_t seed = 1234;                   // the random token ids (speed does not depend on them)
@@ -35,7 +37,7 @@ struct BenchOptions {
 // The tests to run, pp first, in the order given; zeros dropped. Throws UsageError for
 // negative counts, parallel < 1, reps < 1, or no test at all.
 std::vector<BenchTest> bench_tests(const BenchOptions& opt);
-// KV cache capacity the tests need per sequence: their largest token count.
+// KV cache capacity the tests need per sequence: their largest depth + token count.
 int64_t bench_ctx_size(const std::vector<BenchTest>& tests);
 // Sequences the tests need: their largest n_seq.
 int64_t bench_n_seq(const std::vector<BenchTest>& tests);
@@ -65,7 +67,9 @@ struct BenchResult {
 };
 
 // Runs the warm-up (pp: the whole prompt; tg: one token, as llama-bench) and `reps` timed
-// repetitions, each from an empty context. Only decode calls are timed.
+// repetitions, each from an empty context, or with a depth from the test's first `depth`
+// random tokens, decoded once (untimed) and kept by truncating back to them before each
+// repetition. Only the test's decode calls are timed.
 BenchResult run_bench(model::Context& ctx, const BenchTest& test, int reps, bool warmup,
                       uint64_t seed);
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cassert>
+#include <numeric>
 #include <string>
 
 #include "core/error.h"
@@ -21,7 +22,13 @@ int64_t checked_sizes(int64_t n_layer, int64_t row, int64_t n_tokens, int64_t n_
   return n_layer;
 }
 
-int64_t blocks_for(int64_t n_tokens) { return (n_tokens + kBlockTokens - 1) / kBlockTokens; }
+// Tokens per block, after checking the options.
+int64_t checked_block(const KvOptions& o, int64_t row) {
+  check_kv_options(o, row);
+  return block_tokens(o);
+}
+
+int64_t blocks_for(int64_t n_tokens, int64_t block) { return (n_tokens + block - 1) / block; }
 
 uint64_t mix(uint64_t x) {  // splitmix64's finaliser
   x ^= x >> 30;
@@ -39,17 +46,45 @@ uint64_t block_hash(uint64_t parent, std::span<const int32_t> tokens) {
   return h;
 }
 
-KvCache::KvCache(int64_t n_layer, int64_t row, int64_t n_tokens, int64_t n_seq, KvType type)
+KvCache::KvCache(int64_t n_layer, int64_t row, int64_t n_tokens, int64_t n_seq,
+                 const KvOptions& options)
     : n_layer_(checked_sizes(n_layer, row, n_tokens, n_seq)),
       row_(row),
-      type_(type),
-      blocks_(blocks_for(n_tokens)),
+      opt_(options),
+      block_(checked_block(options, row)),
+      blocks_(blocks_for(n_tokens, block_)),
       seqs_(static_cast<size_t>(n_seq)),
-      k_(static_cast<size_t>(n_layer * capacity() * row)),
-      v_(static_cast<size_t>(n_layer * capacity() * row)),
       pos_(static_cast<size_t>(capacity()), -1),
       token_(static_cast<size_t>(capacity()), -1),
-      parent_(static_cast<size_t>(n_blocks()), 0) {}
+      parent_(static_cast<size_t>(n_blocks()), 0) {
+  if (!opt_.quantized()) {
+    k_.resize(static_cast<size_t>(n_layer * capacity() * row));
+    v_.resize(k_.size());
+    return;
+  }
+  const int bits = kv_bits(opt_.type);
+  const bool channel = opt_.k_axis == KeyAxis::Channel;
+  k_stride_ = channel ? packed_bytes(block_, bits) : packed_bytes(row_, bits);
+  k_codes_bytes_ = k_stride_ * static_cast<size_t>(channel ? row_ : block_);
+  v_stride_ = packed_bytes(row_, bits);
+  k_params_ = static_cast<size_t>(channel ? row_ : block_ * (row_ / opt_.group));
+  v_params_ = static_cast<size_t>(block_ * (row_ / opt_.group));
+  qbytes_ = k_codes_bytes_ + static_cast<size_t>(block_) * v_stride_ +
+            (k_params_ + v_params_) * sizeof(QuantParams);
+  q_.resize(static_cast<size_t>(n_layer_ * n_blocks()) * qbytes_);
+  hot_.resize(static_cast<size_t>(n_blocks()));
+  frozen_.assign(static_cast<size_t>(n_blocks()), 0);
+}
+
+size_t KvCache::bytes() const {
+  const size_t hot = static_cast<size_t>(n_hot_ * n_layer_ * 2 * block_ * row_) * sizeof(f16_t);
+  return (k_.size() + v_.size()) * sizeof(f16_t) + q_.size() + hot;
+}
+
+size_t KvCache::bytes_per_token() const {
+  if (!opt_.quantized()) return static_cast<size_t>(2 * n_layer_ * row_) * sizeof(f16_t);
+  return static_cast<size_t>(n_layer_) * qbytes_ / static_cast<size_t>(block_);
+}
 
 const KvCache::SeqTable& KvCache::table(int64_t seq) const {
   if (seq < 0 || seq >= n_seq()) {
@@ -63,8 +98,8 @@ int64_t KvCache::blocks_needed(int64_t seq, int64_t n) const {
   const SeqTable& t = table(seq);
   if (n <= 0) return 0;
   const int64_t have = static_cast<int64_t>(t.blocks.size());
-  const int64_t fresh = std::max<int64_t>(0, blocks_for(t.len + n) - have);
-  const int64_t first = t.len / kBlockTokens;  // the block position len falls in
+  const int64_t fresh = std::max<int64_t>(0, blocks_for(t.len + n, block_) - have);
+  const int64_t first = t.len / block_;  // the block position len falls in
   const bool copy = first < have && blocks_.refs(t.blocks[first]) > 1;
   return fresh + (copy ? 1 : 0);
 }
@@ -73,7 +108,7 @@ bool KvCache::prepare(int64_t seq, int64_t n) {
   if (n <= 0) return true;
   if (blocks_needed(seq, n) > blocks_.n_available()) return false;
   SeqTable& t = table(seq);
-  const auto first = static_cast<size_t>(t.len / kBlockTokens);
+  const auto first = static_cast<size_t>(t.len / block_);
   if (first < t.blocks.size()) {
     int32_t& b = t.blocks[first];
     if (blocks_.refs(b) > 1) {  // shared: this sequence writes a copy of its own
@@ -84,10 +119,15 @@ bool KvCache::prepare(int64_t seq, int64_t n) {
     } else {
       blocks_.unpublish(b);  // its tokens are about to change (after a truncate)
     }
+    if (frozen(b)) thaw(b);  // written again: its kept rows back in half (as the codes hold them)
   }
-  while (static_cast<int64_t>(t.blocks.size()) < blocks_for(t.len + n)) {
+  while (static_cast<int64_t>(t.blocks.size()) < blocks_for(t.len + n, block_)) {
     const int32_t b = blocks_.allocate();
     assert(b >= 0);
+    if (opt_.quantized()) {
+      frozen_[static_cast<size_t>(b)] = 0;
+      hot(b);
+    }
     t.blocks.push_back(b);
   }
   return true;
@@ -96,7 +136,7 @@ bool KvCache::prepare(int64_t seq, int64_t n) {
 void KvCache::commit(int64_t seq, std::span<const int32_t> tokens) {
   SeqTable& t = table(seq);
   const auto n = static_cast<int64_t>(tokens.size());
-  if (blocks_for(t.len + n) > static_cast<int64_t>(t.blocks.size())) {
+  if (blocks_for(t.len + n, block_) > static_cast<int64_t>(t.blocks.size())) {
     throw UsageError("KV cache: commit of " + std::to_string(n) + " tokens past what prepare() made room for");
   }
   for (int64_t i = 0; i < n; ++i) {
@@ -105,40 +145,128 @@ void KvCache::commit(int64_t seq, std::span<const int32_t> tokens) {
     token_[c] = tokens[static_cast<size_t>(i)];
   }
   t.len += n;
-  for (auto i = static_cast<int64_t>(t.hashes.size()); (i + 1) * kBlockTokens <= t.len; ++i) {
+  for (auto i = static_cast<int64_t>(t.hashes.size()); (i + 1) * block_ <= t.len; ++i) {
     const int32_t b = t.blocks[static_cast<size_t>(i)];
     const uint64_t parent = i == 0 ? 0 : t.hashes.back();
-    const std::span<const int32_t> ids(token_.data() + b * kBlockTokens, kBlockTokens);
+    const std::span<const int32_t> ids(token_.data() + b * block_, block_);
     const uint64_t h = block_hash(parent, ids);
     t.hashes.push_back(h);
     if (!blocks_.published(b) && blocks_.publish(b, h)) parent_[static_cast<size_t>(b)] = parent;
+  }
+  if (opt_.quantized()) freeze_old(t);
+}
+
+void KvCache::freeze_old(const SeqTable& t) {
+  // Block i holds positions [i * block, (i + 1) * block): frozen once it holds no sink and the
+  // `recent` newest positions are all after it.
+  const int64_t first = (opt_.sinks + block_ - 1) / block_;
+  for (int64_t i = first; (i + 1) * block_ <= t.len - opt_.recent; ++i) {
+    const int32_t b = t.blocks[static_cast<size_t>(i)];
+    if (!frozen(b)) freeze(b);
+  }
+}
+
+f16_t* KvCache::hot(int32_t b) {
+  std::vector<f16_t>& h = hot_[static_cast<size_t>(b)];
+  if (h.empty()) {
+    h.resize(static_cast<size_t>(n_layer_ * 2 * block_ * row_));
+    ++n_hot_;
+  }
+  return h.data();
+}
+
+void KvCache::freeze(int32_t b) {
+  const int bits = kv_bits(opt_.type);
+  const f16_t* h = hot(b);
+  std::vector<float> rows(static_cast<size_t>(block_ * row_));
+  for (int64_t il = 0; il < n_layer_; ++il) {
+    // The block's pieces, writable (frozen_block reads them).
+    const FrozenBlock f = frozen_block(il, b);
+    auto* k_codes = const_cast<uint8_t*>(f.k_codes);
+    auto* k_params = const_cast<QuantParams*>(f.k_params);
+    auto* v_codes = const_cast<uint8_t*>(f.v_codes);
+    auto* v_params = const_cast<QuantParams*>(f.v_params);
+    for (int kv = 0; kv < 2; ++kv) {
+      const f16_t* src = h + (il * 2 + kv) * block_ * row_;
+      for (size_t i = 0; i < rows.size(); ++i) rows[i] = f16_to_f32(src[i]);
+      if (kv == 0 && opt_.k_axis == KeyAxis::Channel) {
+        quantize_columns(rows.data(), block_, row_, bits, k_codes, k_params);
+        continue;
+      }
+      uint8_t* c = kv == 0 ? k_codes : v_codes;
+      QuantParams* p = kv == 0 ? k_params : v_params;
+      const size_t row_bytes = kv == 0 ? k_stride_ : v_stride_;
+      const int64_t per_row = row_ / opt_.group;
+      for (int64_t t = 0; t < block_; ++t) {
+        quantize_row_groups(rows.data() + t * row_, row_, opt_.group, bits, c + t * row_bytes,
+                            p + t * per_row);
+      }
+    }
+  }
+  std::vector<f16_t>().swap(hot_[static_cast<size_t>(b)]);
+  --n_hot_;
+  frozen_[static_cast<size_t>(b)] = 1;
+}
+
+void KvCache::thaw(int32_t b) {
+  f16_t* h = hot(b);
+  for (int64_t il = 0; il < n_layer_; ++il) {
+    for (int kv = 0; kv < 2; ++kv) {
+      for (int64_t t = 0; t < block_; ++t) dequantize(il, b, t, kv, h + ((il * 2 + kv) * block_ + t) * row_);
+    }
+  }
+  frozen_[static_cast<size_t>(b)] = 0;
+}
+
+FrozenBlock KvCache::frozen_block(int64_t il, int32_t b) const {
+  const uint8_t* q = codes(il, b);
+  FrozenBlock f;
+  f.k_codes = q;
+  f.k_params = reinterpret_cast<const QuantParams*>(q + k_codes_bytes_);
+  f.v_codes = q + k_codes_bytes_ + k_params_ * sizeof(QuantParams);
+  f.v_params = reinterpret_cast<const QuantParams*>(f.v_codes + static_cast<size_t>(block_) * v_stride_);
+  f.k_stride = k_stride_;
+  f.v_stride = v_stride_;
+  return f;
+}
+
+void KvCache::dequantize(int64_t il, int32_t b, int64_t t, int kv, f16_t* out) const {
+  const int bits = kv_bits(opt_.type);
+  const FrozenBlock f = frozen_block(il, b);
+  const int64_t per_row = row_ / opt_.group;
+  if (kv == 1) {
+    dequantize_row(f.v_codes + t * f.v_stride, f.v_params + t * per_row, row_, opt_.group, bits, out);
+  } else if (opt_.k_axis == KeyAxis::Channel) {
+    dequantize_column_row(f.k_codes, f.k_params, block_, row_, bits, t, out);
+  } else {
+    dequantize_row(f.k_codes + t * f.k_stride, f.k_params + t * per_row, row_, opt_.group, bits, out);
   }
 }
 
 int32_t KvCache::cell(int64_t seq, int64_t pos) const {
   const SeqTable& t = table(seq);
-  assert(pos >= 0 && pos / kBlockTokens < static_cast<int64_t>(t.blocks.size()));
-  return static_cast<int32_t>(t.blocks[static_cast<size_t>(pos / kBlockTokens)] * kBlockTokens +
-                              pos % kBlockTokens);
+  assert(pos >= 0 && pos / block_ < static_cast<int64_t>(t.blocks.size()));
+  return static_cast<int32_t>(t.blocks[static_cast<size_t>(pos / block_)] * block_ +
+                              pos % block_);
 }
 
 void KvCache::cells(int64_t seq, int64_t n, std::vector<int32_t>& out) const {
   const SeqTable& t = table(seq);
-  assert(blocks_for(n) <= static_cast<int64_t>(t.blocks.size()));
+  assert(blocks_for(n, block_) <= static_cast<int64_t>(t.blocks.size()));
   out.resize(static_cast<size_t>(n));
   for (int64_t p = 0; p < n; ++p) {
     out[static_cast<size_t>(p)] = static_cast<int32_t>(
-        t.blocks[static_cast<size_t>(p / kBlockTokens)] * kBlockTokens + p % kBlockTokens);
+        t.blocks[static_cast<size_t>(p / block_)] * block_ + p % block_);
   }
 }
 
 void KvCache::truncate(int64_t seq, int64_t n) {
   SeqTable& t = table(seq);
   t.len = std::clamp<int64_t>(n, 0, t.len);
-  const auto keep = static_cast<size_t>(blocks_for(t.len));
+  const auto keep = static_cast<size_t>(blocks_for(t.len, block_));
   for (size_t i = keep; i < t.blocks.size(); ++i) blocks_.release(t.blocks[i]);
   t.blocks.resize(std::min(keep, t.blocks.size()));
-  t.hashes.resize(std::min(t.hashes.size(), static_cast<size_t>(t.len / kBlockTokens)));
+  t.hashes.resize(std::min(t.hashes.size(), static_cast<size_t>(t.len / block_)));
 }
 
 void KvCache::fork(int64_t src, int64_t dst) {
@@ -148,7 +276,7 @@ void KvCache::fork(int64_t src, int64_t dst) {
   SeqTable& d = table(dst);
   d.len = s.len;
   d.hashes = s.hashes;
-  d.blocks.assign(s.blocks.begin(), s.blocks.begin() + blocks_for(s.len));
+  d.blocks.assign(s.blocks.begin(), s.blocks.begin() + blocks_for(s.len, block_));
   for (const int32_t b : d.blocks) blocks_.retain(b);
 }
 
@@ -157,15 +285,15 @@ int64_t KvCache::reuse_prefix(int64_t seq, std::span<const int32_t> tokens, int6
   if (t.len != 0 || !t.blocks.empty()) throw UsageError("reuse_prefix needs an empty sequence");
   if (min_left < 1) throw UsageError("reuse_prefix leaves at least one token");
   const int64_t max_blocks =
-      std::max<int64_t>(static_cast<int64_t>(tokens.size()) - min_left, 0) / kBlockTokens;
+      std::max<int64_t>(static_cast<int64_t>(tokens.size()) - min_left, 0) / block_;
   uint64_t parent = 0;
   for (int64_t i = 0; i < max_blocks; ++i) {
-    const auto ids = tokens.subspan(static_cast<size_t>(i * kBlockTokens), kBlockTokens);
+    const auto ids = tokens.subspan(static_cast<size_t>(i * block_), block_);
     const uint64_t h = block_hash(parent, ids);
     const int32_t b = blocks_.find(h);
     // The hash names a candidate; its stored tokens and parent must match too.
     if (b < 0 || parent_[static_cast<size_t>(b)] != parent ||
-        !std::equal(ids.begin(), ids.end(), token_.begin() + b * kBlockTokens)) {
+        !std::equal(ids.begin(), ids.end(), token_.begin() + b * block_)) {
       break;
     }
     blocks_.retain(b);
@@ -173,28 +301,80 @@ int64_t KvCache::reuse_prefix(int64_t seq, std::span<const int32_t> tokens, int6
     t.hashes.push_back(h);
     parent = h;
   }
-  t.len = static_cast<int64_t>(t.blocks.size()) * kBlockTokens;
+  t.len = static_cast<int64_t>(t.blocks.size()) * block_;
   return t.len;
 }
 
 void KvCache::copy_block(int32_t src, int32_t dst) {
-  const int64_t c0 = src * kBlockTokens, d0 = dst * kBlockTokens;
-  for (int64_t il = 0; il < n_layer_; ++il) {
-    std::copy_n(k_.begin() + at(il, c0), kBlockTokens * row_, k_.begin() + at(il, d0));
-    std::copy_n(v_.begin() + at(il, c0), kBlockTokens * row_, v_.begin() + at(il, d0));
+  const int64_t c0 = src * block_, d0 = dst * block_;
+  if (opt_.quantized() && frozen(src)) {
+    for (int64_t il = 0; il < n_layer_; ++il) std::copy_n(codes(il, src), qbytes_, codes(il, dst));
+    if (!hot_[static_cast<size_t>(dst)].empty()) {
+      std::vector<f16_t>().swap(hot_[static_cast<size_t>(dst)]);
+      --n_hot_;
+    }
+    frozen_[static_cast<size_t>(dst)] = 1;
+  } else if (opt_.quantized()) {
+    const f16_t* from = hot(src);
+    std::copy_n(from, n_layer_ * 2 * block_ * row_, hot(dst));
+    frozen_[static_cast<size_t>(dst)] = 0;
   }
-  std::copy_n(pos_.begin() + c0, kBlockTokens, pos_.begin() + d0);
-  std::copy_n(token_.begin() + c0, kBlockTokens, token_.begin() + d0);
+  for (int64_t il = 0; il < n_layer_ && !opt_.quantized(); ++il) {
+    std::copy_n(k_.begin() + at(il, c0), block_ * row_, k_.begin() + at(il, d0));
+    std::copy_n(v_.begin() + at(il, c0), block_ * row_, v_.begin() + at(il, d0));
+  }
+  std::copy_n(pos_.begin() + c0, block_, pos_.begin() + d0);
+  std::copy_n(token_.begin() + c0, block_, token_.begin() + d0);
 }
 
 void KvCache::store(int64_t il, int32_t cell, const float* k, const float* v) {
   const auto& f16 = formats::kernels(formats::DType::F16);
+  if (opt_.quantized()) {
+    const int32_t b = cell / static_cast<int32_t>(block_);
+    assert(!frozen(b));
+    f16_t* h = hot(b) + (il * 2 * block_ + cell % block_) * row_;
+    f16.quantize_row(k, h, row_);
+    f16.quantize_row(v, h + block_ * row_, row_);
+    return;
+  }
   f16.quantize_row(k, k_.data() + at(il, cell), row_);
   f16.quantize_row(v, v_.data() + at(il, cell), row_);
 }
 
 ops::KvView KvCache::view(int64_t il, std::span<const int32_t> cells) const {
+  if (opt_.quantized()) throw UsageError("a quantized KV cache is read through read()");
   return {k_.data() + at(il, 0), v_.data() + at(il, 0), row_, cells};
+}
+
+ops::KvView KvCache::read(int64_t il, std::span<const int32_t> cells, KvRows& rows,
+                          ThreadPool& pool) const {
+  if (!opt_.quantized()) return view(il, cells);
+  const auto n = static_cast<int64_t>(cells.size());
+  rows.k.resize(static_cast<size_t>(n * row_));
+  rows.v.resize(rows.k.size());
+  if (static_cast<int64_t>(rows.cells.size()) < n) {
+    const auto have = static_cast<int32_t>(rows.cells.size());
+    rows.cells.resize(static_cast<size_t>(n));
+    std::iota(rows.cells.begin() + have, rows.cells.end(), have);
+  }
+  pool.parallel_for(n, block_, [&](int64_t j0, int64_t j1, int) {
+    for (int64_t j = j0; j < j1; ++j) {
+      const int32_t cell = cells[static_cast<size_t>(j)];
+      const int32_t b = cell / static_cast<int32_t>(block_);
+      const int64_t t = cell % block_;
+      f16_t* k = rows.k.data() + j * row_;
+      f16_t* v = rows.v.data() + j * row_;
+      if (frozen(b)) {
+        dequantize(il, b, t, 0, k);
+        dequantize(il, b, t, 1, v);
+        continue;
+      }
+      const f16_t* h = hot_[static_cast<size_t>(b)].data() + (il * 2 * block_ + t) * row_;
+      std::copy_n(h, row_, k);
+      std::copy_n(h + block_ * row_, row_, v);
+    }
+  });
+  return {rows.k.data(), rows.v.data(), row_, std::span(rows.cells).first(static_cast<size_t>(n))};
 }
 
 }  // namespace squeeze::kv

@@ -12,31 +12,56 @@
 #include <vector>
 
 #include "core/fp16.h"
+#include "core/thread_pool.h"
 #include "kv/block_allocator.h"
+#include "kv/kv_quant.h"
 #include "ops/kv_view.h"
 
 namespace squeeze::kv {
 
-enum class KvType { F16 };
-
+// Tokens per block of a half-float cache.
 inline constexpr int64_t kBlockTokens = 16;
+
+// A frozen block of one layer, in place: keys per channel (column c's block codes at k_codes +
+// c * k_stride, parameters [row]) or per token (row t's codes at k_codes + t * k_stride,
+// parameters [block, row / group]); values per token (row t at v_codes + t * v_stride,
+// parameters [block, row / group]).
+struct FrozenBlock {
+  const uint8_t* k_codes = nullptr;
+  const QuantParams* k_params = nullptr;
+  const uint8_t* v_codes = nullptr;
+  const QuantParams* v_params = nullptr;
+  size_t k_stride = 0, v_stride = 0;
+};
+
+// A quantized cache's rows of one layer and sequence, dequantized to half for attention.
+struct KvRows {
+  std::vector<f16_t> k, v;
+  std::vector<int32_t> cells;  // 0, 1, ...
+};
 
 class KvCache {
  public:
   // n_layer layers of rows of `row` values (n_head_kv * head_dim), room for n_tokens tokens
-  // (rounded up to whole blocks) shared by n_seq sequences 0..n_seq-1. Throws UsageError for a
-  // size below 1.
+  // (rounded up to whole blocks) shared by n_seq sequences 0..n_seq-1, stored as `options`
+  // say. Throws UsageError for a size below 1 or bad options (check_kv_options).
   KvCache(int64_t n_layer, int64_t row, int64_t n_tokens, int64_t n_seq = 1,
-          KvType type = KvType::F16);
+          const KvOptions& options = {});
 
   int64_t n_layer() const { return n_layer_; }
   int64_t row() const { return row_; }
-  KvType type() const { return type_; }
+  KvType type() const { return opt_.type; }
+  const KvOptions& options() const { return opt_; }
   int64_t n_seq() const { return static_cast<int64_t>(seqs_.size()); }
   int64_t n_blocks() const { return blocks_.n_blocks(); }
-  int64_t capacity() const { return n_blocks() * kBlockTokens; }  // tokens
-  size_t bytes() const { return (k_.size() + v_.size()) * sizeof(f16_t); }
-  size_t bytes_per_token() const { return 2 * n_layer_ * row_ * sizeof(f16_t); }
+  int64_t block_tokens() const { return block_; }
+  int64_t capacity() const { return n_blocks() * block_; }  // tokens
+  // Memory the cache holds now: its fixed storage plus, quantized, the blocks held in half.
+  size_t bytes() const;
+  // Bytes a token takes in the fixed storage (in codes, quantized).
+  size_t bytes_per_token() const;
+  // Blocks held in half now (a quantized cache's sinks, recent window and unfinished blocks).
+  int64_t n_hot_blocks() const { return n_hot_; }
   const BlockAllocator& blocks() const { return blocks_; }
 
   // Positions sequence seq holds (0..len-1).
@@ -67,8 +92,20 @@ class KvCache {
   // Stores one token's K and V rows of layer il ([row] floats each, converted to the storage
   // type as llama.cpp converts them) into `cell`.
   void store(int64_t il, int32_t cell, const float* k, const float* v);
-  // Layer il's rows at `cells` (which must outlive the view), for attention.
+  // Layer il's rows at `cells` (which must outlive the view), for attention: a half-float
+  // cache's own rows (UsageError for a quantized cache).
   ops::KvView view(int64_t il, std::span<const int32_t> cells) const;
+  // The same for any cache: a quantized one's rows dequantized into `rows` (the view's storage:
+  // it must outlive the view), cells read in parallel on pool.
+  ops::KvView read(int64_t il, std::span<const int32_t> cells, KvRows& rows, ThreadPool& pool) const;
+  // Whether block b is frozen into codes (a quantized cache's block past its recent window).
+  bool frozen(int32_t b) const { return !frozen_.empty() && frozen_[static_cast<size_t>(b)] != 0; }
+  // A quantized cache's block b of layer il: its codes when frozen; else its rows in half
+  // (K [block, row], V [block, row] after them).
+  FrozenBlock frozen_block(int64_t il, int32_t b) const;
+  const f16_t* hot_rows(int64_t il, int32_t b) const {
+    return hot_[static_cast<size_t>(b)].data() + il * 2 * block_ * row_;
+  }
   // What a cell holds: its position and token (-1 before a commit).
   int32_t cell_pos(int32_t cell) const { return pos_[static_cast<size_t>(cell)]; }
   int32_t cell_token(int32_t cell) const { return token_[static_cast<size_t>(cell)]; }
@@ -84,9 +121,22 @@ class KvCache {
   // Copies block src's cells (rows of every layer, metadata) into dst.
   void copy_block(int32_t src, int32_t dst);
   size_t at(int64_t il, int64_t cell) const { return static_cast<size_t>((il * capacity() + cell) * row_); }
+  // A quantized cache: block b's half rows ([n_layer, 2 (K, V), block, row]), allocated.
+  f16_t* hot(int32_t b);
+  // Block b's codes of layer il ([qbytes_]: key codes and parameters, then the value's).
+  uint8_t* codes(int64_t il, int32_t b) { return q_.data() + (il * n_blocks() + b) * qbytes_; }
+  const uint8_t* codes(int64_t il, int32_t b) const { return q_.data() + (il * n_blocks() + b) * qbytes_; }
+  // Quantizes block b's half rows into its codes and frees them (freeze), or the reverse (thaw).
+  void freeze(int32_t b);
+  void thaw(int32_t b);
+  // Freezes seq's blocks that left the recent window and hold no sink.
+  void freeze_old(const SeqTable& t);
+  // Row `t` of block b, layer il, K (0) or V (1), in half into out.
+  void dequantize(int64_t il, int32_t b, int64_t t, int kv, f16_t* out) const;
 
   int64_t n_layer_, row_;
-  KvType type_;
+  KvOptions opt_;
+  int64_t block_;
   BlockAllocator blocks_;
   std::vector<SeqTable> seqs_;    // [n_seq]
   std::vector<f16_t> k_;          // [n_layer, capacity, row]
@@ -94,6 +144,16 @@ class KvCache {
   std::vector<int32_t> pos_;      // [capacity]
   std::vector<int32_t> token_;    // [capacity]
   std::vector<uint64_t> parent_;  // [n_blocks] hash of the block before an indexed block
+  // Quantized: per block its half rows while hot (empty when frozen), whether frozen, the codes.
+  std::vector<std::vector<f16_t>> hot_;  // [n_blocks]
+  std::vector<uint8_t> frozen_;          // [n_blocks]
+  int64_t n_hot_ = 0;
+  // A frozen block of one layer: key codes [k_codes_bytes_] and parameters [k_params_], value
+  // codes [block, v_stride_] and parameters [v_params_], qbytes_ in all.
+  size_t k_stride_ = 0, k_codes_bytes_ = 0, v_stride_ = 0;
+  size_t k_params_ = 0, v_params_ = 0;  // QuantParams
+  size_t qbytes_ = 0;
+  std::vector<uint8_t> q_;                     // [n_layer, n_blocks, qbytes_]
 };
 
 // The prefix cache's key of a full block: a hash of the previous block's key (0 for the first)

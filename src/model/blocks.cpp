@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "core/timer.h"
+#include "kv/kv_attention.h"
 #include "model/names.h"
 #include "model/sparse_blocks.h"
 #include "ops/activation.h"
@@ -320,18 +321,31 @@ void attend(const LayerPass& p, kv::KvCache& kv, const ChunkLayout& b) {
   store_kv(p, kv, b);
   const Timer timer;
   s.decode_queries.clear();
-  for (const SeqRun& r : b.runs) {
+  if (s.kv_rows.size() < b.runs.size()) s.kv_rows.resize(b.runs.size());
+  // A quantized cache's decodes read its codes in place (kv/kv_attention.h); its prompt runs
+  // read its rows dequantized to half.
+  const bool codes = kv.options().quantized();
+  for (size_t i = 0; i < b.runs.size(); ++i) {
+    const SeqRun& r = b.runs[i];
     if (r.rows.size() == 1) {
       const int64_t row = r.rows.front();
-      s.decode_queries.push_back(
-          {s.q.data() + row * n_q, r.pos0, kv.view(p.il, r.cells), s.attn.data() + row * n_q});
+      const ops::KvView view = codes ? ops::KvView{nullptr, nullptr, kv.row(), r.cells}
+                                     : kv.view(p.il, r.cells);
+      s.decode_queries.push_back({s.q.data() + row * n_q, r.pos0, view, s.attn.data() + row * n_q});
     }
   }
-  if (!s.decode_queries.empty()) ops::attention_decode(shape, s.decode_queries, p.pool, s.att);
-  for (const SeqRun& r : b.runs) {
+  if (!s.decode_queries.empty()) {
+    if (codes) {
+      kv::attention_decode(shape, kv, p.il, s.decode_queries, p.pool, s.kv_attention);
+    } else {
+      ops::attention_decode(shape, s.decode_queries, p.pool, s.att);
+    }
+  }
+  for (size_t i = 0; i < b.runs.size(); ++i) {
+    const SeqRun& r = b.runs[i];
     const int64_t len = static_cast<int64_t>(r.rows.size());
     if (len == 1) continue;
-    const ops::KvView view = kv.view(p.il, r.cells);
+    const ops::KvView view = kv.read(p.il, r.cells, s.kv_rows[i], p.pool);
     if (r.contiguous()) {
       const int64_t r0 = r.rows.front();
       attend_run(p, shape, s.q.data() + r0 * n_q, len, r.pos0, view, s.attn.data() + r0 * n_q);

@@ -17,18 +17,22 @@ static int64_t checked_ctx(const HParams& hp, int64_t n_ctx) {
   return n_ctx;
 }
 
-// n tokens rounded up to whole KV blocks.
-static int64_t full_blocks(int64_t n) {
-  return (n + kv::kBlockTokens - 1) / kv::kBlockTokens * kv::kBlockTokens;
+// The cells of a context's cache: kv_tokens, or n_ctx rounded up to whole blocks for each
+// sequence (after checking the options, which set the block).
+static int64_t kv_capacity(const HParams& hp, int64_t n_ctx, int64_t n_seq, int64_t kv_tokens,
+                           const kv::KvOptions& o) {
+  kv::check_kv_options(o, hp.n_head_kv * hp.head_dim);
+  const int64_t block = kv::block_tokens(o);
+  return kv_tokens > 0 ? kv_tokens : n_seq * ((n_ctx + block - 1) / block * block);
 }
 
 Context::Context(const Model& model, int64_t n_ctx, ThreadPool& pool, int64_t n_batch,
-                 int64_t n_seq, int64_t kv_tokens)
+                 int64_t n_seq, int64_t kv_tokens, const kv::KvOptions& kv_options)
     : model_(model),
       pool_(pool),
       n_ctx_(checked_ctx(model.hparams(), n_ctx)),
-      kv_(make_kv_cache(model.hparams(), kv_tokens > 0 ? kv_tokens : n_seq * full_blocks(n_ctx_),
-                        n_seq)),
+      kv_(make_kv_cache(model.hparams(), kv_capacity(model.hparams(), n_ctx_, n_seq, kv_tokens, kv_options),
+                        n_seq, kv_options)),
       s_(model.hparams(), std::max<int64_t>(1, std::min(n_batch, n_ctx))),
       cells_(static_cast<size_t>(n_seq)) {}
 
@@ -89,7 +93,7 @@ std::span<const float> Context::decode_batch(const Batch& b) {
   for (int64_t sq = 0; sq < n_seq(); ++sq) blocks += kv_.blocks_needed(sq, next[sq] - n_past(sq));
   if (blocks > kv_.blocks().n_available()) {
     throw Error("KV cache full: the batch needs " + std::to_string(blocks) + " blocks of " +
-                std::to_string(kv::kBlockTokens) + " tokens, " +
+                std::to_string(kv_.block_tokens()) + " tokens, " +
                 std::to_string(kv_.blocks().n_available()) + " are free (raise the KV capacity)");
   }
   for (int64_t sq = 0; sq < n_seq(); ++sq) kv_.prepare(sq, next[sq] - n_past(sq));

@@ -21,9 +21,9 @@ class Context {
   // n_ctx: the most tokens a sequence holds (throws UsageError above the model's trained
   // length); n_batch: tokens per forward chunk; n_seq: sequences (decode_batch), 0..n_seq-1;
   // kv_tokens: the KV cache's capacity in tokens, shared by the sequences (0: room for n_ctx
-  // tokens in each).
+  // tokens in each); kv_options: the cache's storage (kv/kv_quant.h).
   Context(const Model& model, int64_t n_ctx, ThreadPool& pool, int64_t n_batch = 256,
-          int64_t n_seq = 1, int64_t kv_tokens = 0);
+          int64_t n_seq = 1, int64_t kv_tokens = 0, const kv::KvOptions& kv_options = {});
 
   // Runs `tokens` at positions n_past().. and appends them to the KV cache. Returns the logits
   // of the last token ([n_vocab]), or of every token ([n_tokens, n_vocab]) with all_logits.

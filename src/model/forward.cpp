@@ -11,8 +11,9 @@
 
 namespace squeeze::model {
 
-kv::KvCache make_kv_cache(const HParams& hp, int64_t n_ctx, int64_t n_seq) {
-  return kv::KvCache(hp.n_layer, hp.n_head_kv * hp.head_dim, n_ctx, n_seq);
+kv::KvCache make_kv_cache(const HParams& hp, int64_t n_ctx, int64_t n_seq,
+                          const kv::KvOptions& options) {
+  return kv::KvCache(hp.n_layer, hp.n_head_kv * hp.head_dim, n_ctx, n_seq, options);
 }
 
 ForwardScratch::ForwardScratch(const HParams& hp, int64_t n_batch_)

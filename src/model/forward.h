@@ -28,7 +28,8 @@ using TensorCallback =
                        int64_t width)>;
 
 // A KV cache of n_tokens cells for the model's layers and kv heads, for n_seq sequences.
-kv::KvCache make_kv_cache(const HParams& hp, int64_t n_tokens, int64_t n_seq = 1);
+kv::KvCache make_kv_cache(const HParams& hp, int64_t n_tokens, int64_t n_seq = 1,
+                          const kv::KvOptions& options = {});
 
 // Dynamic head pruning in prefill (docs/POP.md): per chunk of `chunk` prompt positions
 // (aligned to multiples of it, and cut where a forward chunk ends) and per layer, the round(keep * n_head) query heads (at least one) that score highest
@@ -75,6 +76,8 @@ struct ForwardScratch {
   // A sequence's query rows and attention output gathered from an interleaved batch.
   std::vector<float> q_seq, attn_seq;
   std::vector<ops::DecodeQuery> decode_queries;  // the chunk's one-token runs (attend)
+  std::vector<kv::KvRows> kv_rows;  // per run of a chunk, a quantized cache's rows (attend)
+  std::vector<float> kv_attention;  // kv::attention_decode's scratch
   // Activation sparsity: the policy (null: dense), indices of the kept activations of one
   // token, kernel scratch, and counters of what was kept.
   const ActSparsity* sparsity = nullptr;

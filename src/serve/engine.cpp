@@ -71,7 +71,7 @@ Engine::Engine(const model::Model& m, const tokenizer::Tokenizer& tok, ThreadPoo
       tok_(tok),
       config_(c),
       ctx_(m, c.n_ctx, pool, std::max<int64_t>(c.batch_tokens, 1), std::max<int64_t>(c.parallel, 1),
-           c.kv_tokens),
+           c.kv_tokens, c.kv),
       sched_(ctx_.kv_mut(), {c.batch_tokens, std::max<int64_t>(c.max_queue, 1) + c.parallel, c.prefix_cache}),
       split_(c.split) {
   if (c.parallel < 1 || c.batch_tokens < 1 || c.max_queue < 1) {

@@ -33,6 +33,7 @@ struct EngineConfig {
   // With activation sparsity (context().set_act_sparsity): whether a step of a few decodes
   // runs as one-token passes (split_policy.h; Auto: whichever it measures faster).
   SplitMode split = SplitMode::Auto;
+  kv::KvOptions kv{};  // the KV cache's storage
 };
 
 class Engine {

@@ -36,7 +36,7 @@ Generator::Generator(const GeneratorOptions& o, std::unique_ptr<model::Model> mo
       model_(std::move(model)),
       tok_(tokenizer::read_vocab(model_->file())),
       pool_(o.threads),
-      ctx_(*model_, o.n_ctx, pool_),
+      ctx_(*model_, o.n_ctx, pool_, 256, 1, 0, o.kv),
       sparsity_(make_act_sparsity(*model_, o, pool_)),
       sampler_(o.sampling, static_cast<int32_t>(model_->hparams().n_vocab)) {
   ctx_.set_act_sparsity(sparsity_.get());

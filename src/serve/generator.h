@@ -47,6 +47,7 @@ struct GeneratorOptions {
   int threads = 1;
   std::optional<double> act_sparsity;   // a level of the file's table (model/act_sparsity.h)
   std::optional<double> head_sparsity;  // with act_sparsity, TEAL tables only
+  kv::KvOptions kv{};                   // the KV cache's storage
   sample::SamplerParams sampling;
 };
 

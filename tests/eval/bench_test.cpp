@@ -106,6 +106,14 @@ TEST(BenchTests, ArgumentChecks) {
   EXPECT_EQ(tp[3].name(), "tg64x4");
   EXPECT_EQ(bench_n_seq(tp), 4);
 
+  BenchOptions deep = o;
+  deep.depth = {0, 1000};
+  const auto td = bench_tests(deep);
+  ASSERT_EQ(td.size(), 6u);
+  EXPECT_EQ(td[1].name(), "pp128@d1000");
+  EXPECT_EQ(td[5].name(), "tg64@d1000");
+  EXPECT_EQ(bench_ctx_size(td), 1512);
+
   BenchOptions bad = o;
   bad.parallel = {0};
   EXPECT_THROW(bench_tests(bad), UsageError);
@@ -117,6 +125,9 @@ TEST(BenchTests, ArgumentChecks) {
   EXPECT_THROW(bench_tests(bad), UsageError);
   bad = o;
   bad.reps = 0;
+  EXPECT_THROW(bench_tests(bad), UsageError);
+  bad = o;
+  bad.depth = {-1};
   EXPECT_THROW(bench_tests(bad), UsageError);
   bad = o;
   bad.n_prompt = {0};
@@ -196,6 +207,11 @@ TEST(BenchRun, TinyModelGivesPositiveSpeeds) {
     EXPECT_NEAR(r.samples_ts[0], 24.0 / r.samples_s[0], 1e-6 * r.samples_ts[0]);
     for (int64_t s = 0; s < 3; ++s) EXPECT_EQ(ctx2.n_past(s), 8) << s;
     EXPECT_NEAR(*r.gb_per_s, gen_bytes_per_token(*model) * r.avg_ts / 3 / 1e9, 1e-9);
+    // At a depth every repetition starts from the depth's tokens; past the context it is refused.
+    const BenchResult d = run_bench(ctx2, {BenchKind::Gen, 8, 3, 16}, 2, true, 7);
+    ASSERT_EQ(d.samples_s.size(), 2u);
+    for (int64_t s = 0; s < 3; ++s) EXPECT_EQ(ctx2.n_past(s), 24) << s;
+    EXPECT_THROW(run_bench(ctx2, {BenchKind::Gen, 8, 3, 25}, 1, false, 1), UsageError);
     // More sequences than the context holds are refused.
     EXPECT_THROW(run_bench(ctx2, {BenchKind::Gen, 8, 4}, 1, false, 1), UsageError);
   }

@@ -1,0 +1,147 @@
+#include "kv/kv_quant.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "core/error.h"
+
+namespace squeeze::kv {
+
+namespace {
+
+// The parameters of values in [lo, hi]: the minimum rounded to half, the scale from it so the
+// top code reaches hi (0 for a constant group).
+QuantParams fit(float lo, float hi, int bits) {
+  const float levels = static_cast<float>((1 << bits) - 1);
+  QuantParams p;
+  p.min = f32_to_f16(lo);
+  const float min = f16_to_f32(p.min);
+  p.scale = f32_to_f16(std::max(0.0f, hi - min) / levels);
+  return p;
+}
+
+inline uint32_t encode(float x, float min, float inv_scale, uint32_t top) {
+  const float c = std::nearbyint((x - min) * inv_scale);
+  return c <= 0 ? 0 : std::min(static_cast<uint32_t>(c), top);
+}
+
+inline void put(uint8_t* codes, int64_t i, int bits, uint32_t code) {
+  const int64_t bit = i * bits;
+  codes[bit / 8] = static_cast<uint8_t>(codes[bit / 8] | (code << (bit % 8)));
+}
+
+
+}  // namespace
+
+KvType parse_kv_type(std::string_view name) {
+  if (name == "f16") return KvType::F16;
+  if (name == "q8") return KvType::Q8;
+  if (name == "q4") return KvType::Q4;
+  if (name == "q2") return KvType::Q2;
+  throw UsageError("unknown KV cache type '" + std::string(name) + "' (f16, q8, q4, q2)");
+}
+
+std::string kv_type_name(KvType t) {
+  switch (t) {
+    case KvType::F16: return "f16";
+    case KvType::Q8: return "q8";
+    case KvType::Q4: return "q4";
+    case KvType::Q2: return "q2";
+  }
+  return "?";
+}
+
+KeyAxis parse_key_axis(std::string_view name) {
+  if (name == "channel") return KeyAxis::Channel;
+  if (name == "token") return KeyAxis::Token;
+  throw UsageError("unknown key quantization axis '" + std::string(name) + "' (channel, token)");
+}
+
+int kv_bits(KvType t) {
+  switch (t) {
+    case KvType::F16: return 16;
+    case KvType::Q8: return 8;
+    case KvType::Q4: return 4;
+    case KvType::Q2: return 2;
+  }
+  return 16;
+}
+
+std::string describe(const KvOptions& o) {
+  if (!o.quantized()) return "f16";
+  return kv_type_name(o.type) + " (keys per " +
+         (o.k_axis == KeyAxis::Channel ? "channel" : "token") + ", values per token, group " +
+         std::to_string(o.group) + ", recent " + std::to_string(o.recent) + ", sinks " +
+         std::to_string(o.sinks) + ")";
+}
+
+void check_kv_options(const KvOptions& o, int64_t row) {
+  if (!o.quantized()) return;
+  if (o.group < 1 || row % o.group != 0) {
+    throw UsageError("--kv-group " + std::to_string(o.group) + " must divide the KV row of " +
+                     std::to_string(row) + " values (n_head_kv * head_dim)");
+  }
+  if (o.recent < 0 || o.sinks < 0) throw UsageError("--kv-recent and --kv-sinks cannot be negative");
+}
+
+int64_t block_tokens(const KvOptions& o) {
+  return o.quantized() && o.k_axis == KeyAxis::Channel ? o.group : 16;
+}
+
+void quantize_row_groups(const float* x, int64_t width, int64_t group, int bits, uint8_t* codes,
+                         QuantParams* params) {
+  std::memset(codes, 0, packed_bytes(width, bits));
+  const auto top = static_cast<uint32_t>((1 << bits) - 1);
+  for (int64_t g0 = 0; g0 < width; g0 += group) {
+    const auto [lo, hi] = std::minmax_element(x + g0, x + g0 + group);
+    const QuantParams p = fit(*lo, *hi, bits);
+    params[g0 / group] = p;
+    const float scale = f16_to_f32(p.scale), min = f16_to_f32(p.min);
+    const float inv = scale > 0 ? 1.0f / scale : 0.0f;
+    for (int64_t c = g0; c < g0 + group; ++c) put(codes, c, bits, encode(x[c], min, inv, top));
+  }
+}
+
+void quantize_columns(const float* x, int64_t n_rows, int64_t width, int bits, uint8_t* codes,
+                      QuantParams* params) {
+  const size_t col_bytes = packed_bytes(n_rows, bits);
+  std::memset(codes, 0, col_bytes * static_cast<size_t>(width));
+  const auto top = static_cast<uint32_t>((1 << bits) - 1);
+  for (int64_t c = 0; c < width; ++c) {
+    float lo = x[c], hi = x[c];
+    for (int64_t r = 1; r < n_rows; ++r) {
+      lo = std::min(lo, x[r * width + c]);
+      hi = std::max(hi, x[r * width + c]);
+    }
+    params[c] = fit(lo, hi, bits);
+  }
+  for (int64_t c = 0; c < width; ++c) {
+    uint8_t* col = codes + static_cast<size_t>(c) * col_bytes;
+    const float scale = f16_to_f32(params[c].scale), min = f16_to_f32(params[c].min);
+    const float inv = scale > 0 ? 1.0f / scale : 0.0f;
+    for (int64_t r = 0; r < n_rows; ++r) put(col, r, bits, encode(x[r * width + c], min, inv, top));
+  }
+}
+
+void dequantize_row(const uint8_t* codes, const QuantParams* params, int64_t width, int64_t group,
+                    int bits, f16_t* out) {
+  for (int64_t g0 = 0; g0 < width; g0 += group) {
+    const QuantParams& p = params[g0 / group];
+    const float scale = f16_to_f32(p.scale), min = f16_to_f32(p.min);
+    for (int64_t c = g0; c < g0 + group; ++c) {
+      out[c] = f32_to_f16(min + static_cast<float>(code_at(codes, c, bits)) * scale);
+    }
+  }
+}
+
+void dequantize_column_row(const uint8_t* codes, const QuantParams* params, int64_t n_rows,
+                           int64_t width, int bits, int64_t r, f16_t* out) {
+  const size_t col_bytes = packed_bytes(n_rows, bits);
+  for (int64_t c = 0; c < width; ++c) {
+    const float code = static_cast<float>(code_at(codes + static_cast<size_t>(c) * col_bytes, r, bits));
+    out[c] = f32_to_f16(f16_to_f32(params[c].min) + code * f16_to_f32(params[c].scale));
+  }
+}
+
+}  // namespace squeeze::kv

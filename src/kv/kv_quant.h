@@ -1,0 +1,75 @@
+// Quantized KV-cache storage (KIVI, KVQuant): asymmetric uniform codes of 8, 4 or 2 bits, keys
+// per channel (each channel of a block of tokens shares a scale and a minimum: the outliers of
+// keys live in channels) or per token, values per token in groups of channels; the options that
+// choose them, and the exact tokens (attention sinks, a recent window) a cache keeps in half.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "core/fp16.h"
+
+namespace squeeze::kv {
+
+enum class KvType { F16, Q8, Q4, Q2 };
+enum class KeyAxis { Channel, Token };
+
+struct KvOptions {
+  KvType type = KvType::F16;
+  KeyAxis k_axis = KeyAxis::Channel;
+  // Values (and keys per token) share a scale and minimum per `group` columns; keys per
+  // channel per `group` tokens (a block of the cache).
+  int64_t group = 64;
+  int64_t recent = 128;  // the newest tokens kept in half (KIVI's R), whole blocks
+  int64_t sinks = 0;     // the first tokens kept in half (StreamingLLM's sinks), whole blocks
+  bool quantized() const { return type != KvType::F16; }
+};
+
+// "f16", "q8", "q4", "q2" and back; UsageError for another name.
+KvType parse_kv_type(std::string_view name);
+std::string kv_type_name(KvType t);
+KeyAxis parse_key_axis(std::string_view name);  // "channel", "token"
+int kv_bits(KvType t);                          // 16, 8, 4, 2
+// "q4 (keys per channel, values per token, group 64, recent 128, sinks 0)", or "f16".
+std::string describe(const KvOptions& o);
+// UsageError unless the group divides the row (n_head_kv * head_dim) and recent and sinks are
+// not negative.
+void check_kv_options(const KvOptions& o, int64_t row);
+// Tokens per block of a cache with these options: the key group with keys per channel, else
+// 16 (vLLM's block).
+int64_t block_tokens(const KvOptions& o);
+
+// One group's scale and minimum: x ~= min + code * scale, code in [0, 2^bits).
+struct QuantParams {
+  f16_t scale = 0;
+  f16_t min = 0;
+};
+
+// Bytes of n codes of `bits` bits packed low bits first (8 / bits codes a byte).
+inline size_t packed_bytes(int64_t n, int bits) { return static_cast<size_t>((n * bits + 7) / 8); }
+
+// A row x[width] quantized in groups of `group` columns: codes into codes
+// (packed_bytes(width, bits)), the groups' parameters into params[width / group].
+void quantize_row_groups(const float* x, int64_t width, int64_t group, int bits, uint8_t* codes,
+                         QuantParams* params);
+// Rows x[n_rows, width] quantized per column: column c of every row shares params[c]; the
+// codes column by column (column c's n_rows codes at codes + c * packed_bytes(n_rows, bits)),
+// so attention sums a column's products over all rows in one pass.
+void quantize_columns(const float* x, int64_t n_rows, int64_t width, int bits, uint8_t* codes,
+                      QuantParams* params);
+// A row back: column c is params[c / group].min + code * params[c / group].scale, rounded to
+// half as the cache's rows are.
+void dequantize_row(const uint8_t* codes, const QuantParams* params, int64_t width, int64_t group,
+                    int bits, f16_t* out);
+// Row r of quantize_columns' output back, in half.
+void dequantize_column_row(const uint8_t* codes, const QuantParams* params, int64_t n_rows,
+                           int64_t width, int bits, int64_t r, f16_t* out);
+// Code i of packed codes.
+inline uint32_t code_at(const uint8_t* codes, int64_t i, int bits) {
+  const int64_t bit = i * bits;
+  return (codes[bit / 8] >> (bit % 8)) & ((1u << bits) - 1);
+}
+
+}  // namespace squeeze::kv

@@ -1,0 +1,146 @@
+// kv::attention_decode against attention computed in double from what the quantized cache
+// holds (min + code * scale of frozen blocks, halves of hot ones), and its ISA twins against
+// each other to the bit: keys per channel and per token, 8/4/2 bits, groups within and across
+// heads, sinks, windows and dropped heads.
+#include "kv/kv_attention.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "core/error.h"
+#include "random.h"
+
+namespace squeeze::kv {
+namespace {
+
+constexpr int kHead = 4, kHeadKv = 2, kDim = 32, kRow = kHeadKv * kDim, kLayers = 2;
+
+// Column c of position p's K (kv 0) or V (kv 1) in layer il, as the cache holds it.
+double held(const KvCache& c, int64_t il, int32_t cell, int kv, int64_t col) {
+  const int64_t B = c.block_tokens();
+  const int32_t b = cell / static_cast<int32_t>(B);
+  const int64_t t = cell % B;
+  if (!c.frozen(b)) return f16_to_f32(c.hot_rows(il, b)[(kv * B + t) * kRow + col]);
+  const FrozenBlock f = c.frozen_block(il, b);
+  const int bits = kv_bits(c.type());
+  const int64_t group = c.options().group;
+  QuantParams p;
+  uint32_t code;
+  if (kv == 0 && c.options().k_axis == KeyAxis::Channel) {
+    p = f.k_params[col];
+    code = code_at(f.k_codes + col * f.k_stride, t, bits);
+  } else {
+    const uint8_t* codes = kv == 0 ? f.k_codes + t * f.k_stride : f.v_codes + t * f.v_stride;
+    p = (kv == 0 ? f.k_params : f.v_params)[t * (kRow / group) + col / group];
+    code = code_at(codes, col, bits);
+  }
+  return static_cast<double>(f16_to_f32(p.min)) + static_cast<double>(code) * f16_to_f32(p.scale);
+}
+
+std::vector<double> reference(const ops::AttentionShape& shape, const KvCache& c, int64_t il,
+                              const ops::DecodeQuery& q) {
+  std::vector<double> out(kHead * kDim, 0.0);
+  const int64_t lo = shape.window > 0 ? std::max<int64_t>(0, q.pos + 1 - shape.window) : 0;
+  for (int h = 0; h < kHead; ++h) {
+    if (q.head_keep != nullptr && q.head_keep[h] == 0) continue;
+    const int hk = h / (kHead / kHeadKv);
+    std::vector<double> s;
+    double mx = -1e300;
+    for (int64_t j = lo; j <= q.pos; ++j) {
+      double dot = 0;
+      for (int d = 0; d < kDim; ++d) dot += q.q[h * kDim + d] * held(c, il, q.kv.cells[j], 0, hk * kDim + d);
+      s.push_back(shape.scale * dot);
+      mx = std::max(mx, s.back());
+    }
+    double sum = 0;
+    for (double& x : s) sum += (x = std::exp(x - mx));
+    for (int64_t j = lo; j <= q.pos; ++j) {
+      for (int d = 0; d < kDim; ++d) {
+        out[h * kDim + d] += s[j - lo] / sum * held(c, il, q.kv.cells[j], 1, hk * kDim + d);
+      }
+    }
+  }
+  return out;
+}
+
+struct Case {
+  KvOptions opt;
+  int64_t window;
+};
+
+TEST(KvAttention, MatchesAttentionOverWhatTheCacheHoldsAndTwinsAgree) {
+  const std::vector<Case> cases = {
+      {{KvType::Q4, KeyAxis::Channel, 16, 24, 0}, 0},
+      {{KvType::Q4, KeyAxis::Channel, 64, 64, 0}, 0},  // blocks of 64, one value group a row
+      {{KvType::Q2, KeyAxis::Channel, 32, 0, 8}, 0},
+      {{KvType::Q8, KeyAxis::Channel, 8, 40, 0}, 50},
+      {{KvType::Q4, KeyAxis::Token, 16, 16, 16}, 0},
+      {{KvType::Q2, KeyAxis::Token, 64, 0, 0}, 0},   // a value group spans both kv heads
+      {{KvType::Q8, KeyAxis::Token, 32, 32, 0}, 70},
+  };
+  const uint8_t keep[kHead] = {1, 0, 1, 1};
+  // Two threads: units of one head; one thread: of both heads of a GQA group.
+  for (const int threads : {2, 1})
+  for (const Case& k : cases) {
+    ThreadPool pool(threads);
+    KvCache c(kLayers, kRow, 512, 2, k.opt);
+    // Two sequences of 150 and 77 tokens, written in chunks as a context writes them.
+    const int64_t lens[2] = {150, 77};
+    for (int64_t seq = 0; seq < 2; ++seq) {
+      for (int64_t done = 0; done < lens[seq];) {
+        const int64_t n = std::min<int64_t>(37, lens[seq] - done);
+        ASSERT_TRUE(c.prepare(seq, n));
+        std::vector<int32_t> tokens(static_cast<size_t>(n), 1);
+        for (int64_t i = 0; i < n; ++i) {
+          for (int64_t il = 0; il < kLayers; ++il) {
+            const auto seed = static_cast<uint32_t>(10000 * seq + 100 * (done + i) + il);
+            const std::vector<float> kr = testing::randn(kRow, seed, 2.0f), vr = testing::randn(kRow, seed + 7);
+            c.store(il, c.cell(seq, done + i), kr.data(), vr.data());
+          }
+        }
+        c.commit(seq, tokens);
+        done += n;
+      }
+    }
+    std::vector<int32_t> cells0, cells1;
+    c.cells(0, 150, cells0);
+    c.cells(1, 77, cells1);
+    const ops::AttentionShape shape{kHead, kHeadKv, kDim, 1.0f / std::sqrt(static_cast<float>(kDim)), k.window};
+    const std::vector<float> q = testing::randn(2 * kHead * kDim, 99);
+    std::vector<float> want_out;
+    for (const Isa isa : {Isa::Scalar, Isa::Avx2, Isa::Avx512}) {
+      if (!cpu_supports(isa)) continue;
+      for (int64_t il = 0; il < kLayers; ++il) {
+        std::vector<float> out(2 * kHead * kDim, -1.0f);
+        const std::vector<ops::DecodeQuery> queries = {
+            {q.data(), 149, {nullptr, nullptr, kRow, cells0}, out.data(), nullptr},
+            {q.data() + kHead * kDim, 76, {nullptr, nullptr, kRow, cells1}, out.data() + kHead * kDim, keep}};
+        std::vector<float> scratch;
+        attention_decode(shape, c, il, queries, pool, scratch, isa);
+        for (size_t i = 0; i < queries.size(); ++i) {
+          const std::vector<double> want = reference(shape, c, il, queries[i]);
+          for (int j = 0; j < kHead * kDim; ++j) {
+            ASSERT_NEAR(queries[i].out[j], want[j], 2e-5 * (1 + std::abs(want[j])))
+                << describe(k.opt) << " layer " << il << " query " << i << " column " << j;
+          }
+        }
+        if (il == 1 && isa == Isa::Scalar) want_out = out;
+        if (il == 1 && isa != Isa::Scalar) {
+          EXPECT_EQ(out, want_out) << isa_name(isa) << " " << describe(k.opt);
+        }
+      }
+    }
+  }
+}
+
+TEST(KvAttention, RefusesAHalfFloatCache) {
+  const KvCache c(1, kRow, 64);
+  ThreadPool pool(1);
+  std::vector<float> scratch;
+  EXPECT_THROW(attention_decode({kHead, kHeadKv, kDim, 1.0f, 0}, c, 0, {}, pool, scratch), UsageError);
+}
+
+}  // namespace
+}  // namespace squeeze::kv

@@ -15,6 +15,8 @@ int cmd_inspect(int argc, char** argv);
 int cmd_perplexity(int argc, char** argv);
 // squeeze hellaswag: HellaSwag accuracy with llama-perplexity --hellaswag's scoring.
 int cmd_hellaswag(int argc, char** argv);
+// squeeze passkey: passkey retrieval accuracy over depths of a long context (cli/passkey.cpp)
+int cmd_passkey(int argc, char** argv);
 // squeeze bench: prompt-processing and generation speed, achieved bandwidth and FLOP/s.
 int cmd_bench(int argc, char** argv);
 // squeeze quantize: round-to-nearest conversion between llama.cpp's block types.

@@ -21,6 +21,7 @@ constexpr Command kCommands[] = {
     {"inspect", squeeze::cli::cmd_inspect, "print a GGUF file's metadata and tensor table"},
     {"perplexity", squeeze::cli::cmd_perplexity, "perplexity, KL divergence, top-1 agreement"},
     {"hellaswag", squeeze::cli::cmd_hellaswag, "HellaSwag accuracy (llama-perplexity's scoring)"},
+    {"passkey", squeeze::cli::cmd_passkey, "passkey retrieval over depths of a long context"},
     {"bench", squeeze::cli::cmd_bench, "prompt and generation speed, GB/s and GFLOP/s"},
     {"quantize", squeeze::cli::cmd_quantize, "quantize a model (RTN, GPTQ; llama.cpp or squeeze types)"},
     {"prune", squeeze::cli::cmd_prune, "prune weights (magnitude, Wanda, SparseGPT; N:M)"},

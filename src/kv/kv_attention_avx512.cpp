@@ -102,15 +102,14 @@ bool fast_values(const UnitShape& s, const FrozenBlock& f, const Unit& u, int64_
   return true;
 }
 
+#define KV_FAST_BLOCKS
 #include "kv/kv_attention_unit.h"
 
 }  // namespace
 
 void attend_units_avx512(const UnitShape& s, std::span<const Unit> units, int64_t per_thread,
                          ThreadPool& pool, float* scratch) {
-  pool.parallel_for(static_cast<int64_t>(units.size()), 1, [&](int64_t i0, int64_t i1, int ith) {
-    for (int64_t i = i0; i < i1; ++i) attend_unit(s, units[static_cast<size_t>(i)], scratch + ith * per_thread);
-  });
+  run_units(s, units, per_thread, pool, scratch);
 }
 
 }  // namespace squeeze::kv::detail

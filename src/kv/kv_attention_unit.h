@@ -1,10 +1,19 @@
 // Internal to kv_attention*.cpp: one unit of decode attention over a quantized cache
 // (kv_attention_impl.h). Included inside an anonymous namespace by each ISA's file after it
-// defines unpack_codes(codes, first, n, bits, out) (out[i] = code first + i, as a float), and
-// fast_keys / fast_values: a whole frozen block's scores or value sums in registers, the same
-// sums in the same order as the loops here, returning false where they do not apply. The
+// defines unpack_codes(codes, first, n, bits, out) (out[i] = code first + i, as a float), and,
+// with KV_FAST_BLOCKS defined, fast_keys / fast_values: a whole frozen block's scores or value
+// sums in registers, the same sums in the same order as the loops here, returning false where
+// they do not apply (without it, they never apply). The
 // float loops are plain so the compiler widens them with that file's flags, and
 // -ffp-contract=off keeps every file's floats the same. No #pragma once: each file has its own.
+
+#ifndef KV_FAST_BLOCKS
+bool fast_keys(const UnitShape&, const FrozenBlock&, const Unit&, int64_t, float*, int64_t) { return false; }
+bool fast_values(const UnitShape&, const FrozenBlock&, const Unit&, int64_t, int64_t, int64_t,
+                 const float*, int64_t, float*, float*, int64_t) {
+  return false;
+}
+#endif
 
 inline void attend_unit(const UnitShape& s, const Unit& u, float* scratch) {
   const int64_t B = s.block, hd = s.hd, n_q = u.n_q;
@@ -117,4 +126,12 @@ inline void attend_unit(const UnitShape& s, const Unit& u, float* scratch) {
       d0 = d1;
     }
   }
+}
+
+// The units on pool, each thread in its own per_thread floats of scratch.
+void run_units(const UnitShape& s, std::span<const Unit> units, int64_t per_thread,
+               ThreadPool& pool, float* scratch) {
+  pool.parallel_for(static_cast<int64_t>(units.size()), 1, [&](int64_t i0, int64_t i1, int ith) {
+    for (int64_t i = i0; i < i1; ++i) attend_unit(s, units[static_cast<size_t>(i)], scratch + ith * per_thread);
+  });
 }

@@ -25,18 +25,15 @@ double held(const KvCache& c, int64_t il, int32_t cell, int kv, int64_t col) {
   if (!c.frozen(b)) return f16_to_f32(c.hot_rows(il, b)[(kv * B + t) * kRow + col]);
   const FrozenBlock f = c.frozen_block(il, b);
   const int bits = kv_bits(c.type());
-  const int64_t group = c.options().group;
-  QuantParams p;
-  uint32_t code;
-  if (kv == 0 && c.options().k_axis == KeyAxis::Channel) {
-    p = f.k_params[col];
-    code = code_at(f.k_codes + col * f.k_stride, t, bits);
-  } else {
-    const uint8_t* codes = kv == 0 ? f.k_codes + t * f.k_stride : f.v_codes + t * f.v_stride;
-    p = (kv == 0 ? f.k_params : f.v_params)[t * (kRow / group) + col / group];
-    code = code_at(codes, col, bits);
+  const int64_t at = t * (kRow / c.options().group) + col / c.options().group;  // per token
+  auto value = [](const QuantParams& p, uint32_t code) {
+    return static_cast<double>(f16_to_f32(p.min)) + static_cast<double>(code) * f16_to_f32(p.scale);
+  };
+  if (kv == 1) return value(f.v_params[at], code_at(f.v_codes + t * f.v_stride, col, bits));
+  if (c.options().k_axis == KeyAxis::Channel) {
+    return value(f.k_params[col], code_at(f.k_codes + col * f.k_stride, t, bits));
   }
-  return static_cast<double>(f16_to_f32(p.min)) + static_cast<double>(code) * f16_to_f32(p.scale);
+  return value(f.k_params[at], code_at(f.k_codes + t * f.k_stride, col, bits));
 }
 
 std::vector<double> reference(const ops::AttentionShape& shape, const KvCache& c, int64_t il,

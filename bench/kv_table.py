@@ -37,6 +37,11 @@ def rows():
                 ["--kv-type", "q2", "--kv-group", "32", "--kv-recent", "128"]))
     out.append(("q4-r0", "squeeze", "q4, keys per channel, g64, no f16 window",
                 ["--kv-type", "q4", "--kv-recent", "0"]))
+    # The first block (BOS, the attention sink) kept in half.
+    out.append(("q4-r128-s64", "squeeze", "q4, keys per channel, g64, R 128, sinks 64",
+                ["--kv-type", "q4", "--kv-recent", "128", "--kv-sinks", "64"]))
+    out.append(("q2-g32-r128-s32", "squeeze", "q2, keys per channel, g32, R 128, sinks 32",
+                ["--kv-type", "q2", "--kv-group", "32", "--kv-recent", "128", "--kv-sinks", "32"]))
     for t in ("f16", "q8_0", "q4_0"):
         out.append((f"llama-{t}", "llama.cpp", f"llama.cpp -ctk {t} -ctv {t} -fa on",
                     ["-ctk", t, "-ctv", t, "-fa", "on"]))

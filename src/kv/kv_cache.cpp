@@ -369,7 +369,7 @@ ops::KvView KvCache::read(int64_t il, std::span<const int32_t> cells, KvRows& ro
         dequantize(il, b, t, 1, v);
         continue;
       }
-      const f16_t* h = hot_[static_cast<size_t>(b)].data() + (il * 2 * block_ + t) * row_;
+      const f16_t* h = hot_rows(il, b) + t * row_;
       std::copy_n(h, row_, k);
       std::copy_n(h + block_ * row_, row_, v);
     }

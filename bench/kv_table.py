@@ -6,9 +6,13 @@ llama.cpp's own (`llama-perplexity -ctk/-ctv`, flash attention on, which its qua
 needs; tools/build_llamacpp.sh builds it). Same text (WikiText-2 test), same chunks of --ctx
 tokens, the second half of each scored.
 
+With --set evict, the token-eviction table instead: each policy (`--kv-evict`) at budgets of
+50%, 25% and 12.5% of --ctx, beside the f16 cache that keeps every token; every --batch tokens
+a sequence past its budget is cut back to it.
+
 Results are cached per row in --out/results.json; an interrupted run resumes.
 
-Usage: bench/kv_table.py [--ctx 4096] [--chunks 10] [--batch 64] [--threads 2]
+Usage: bench/kv_table.py [--set kv|evict] [--ctx 4096] [--chunks 10] [--batch 64] [--threads 2]
                          [--only LABEL...] [--out bench/out/kv] [--table-only]
 """
 import argparse
@@ -23,6 +27,20 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TEST = os.path.join(ROOT, "..", "shared", "data", "wikitext-2-raw", "wiki.test.raw")
 MODEL = os.path.join(ROOT, "models", "SmolLM2-135M-Instruct.Q4_1.gguf")
 LLAMA = os.path.join(ROOT, "tools", ".llamacpp", "build", "bin", "llama-perplexity")
+
+
+EVICT_POLICIES = ("streaming", "h2o", "snapkv", "vatp", "a2sf")
+EVICT_BUDGETS = ("0.5", "0.25", "0.125")
+
+
+def evict_rows():
+    """The eviction table's rows: f16 with every token, then each budget and policy."""
+    out = [("f16", "squeeze", "f16, every token", ["--kv-type", "f16"])]
+    for b in EVICT_BUDGETS:
+        for p in EVICT_POLICIES:
+            out.append((f"evict-{p}-{b}", "squeeze", f"{p}, budget {float(b) * 100:g}%",
+                        ["--kv-evict", p, "--kv-budget", b]))
+    return out
 
 
 def rows():
@@ -74,6 +92,7 @@ def measure(args, engine, extra):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--set", choices=("kv", "evict"), default="kv")
     ap.add_argument("--ctx", type=int, default=4096)
     ap.add_argument("--chunks", type=int, default=10)
     ap.add_argument("--batch", type=int, default=64)
@@ -85,7 +104,8 @@ def main():
     os.makedirs(args.out, exist_ok=True)
     path = os.path.join(args.out, f"results_ctx{args.ctx}_chunks{args.chunks}_b{args.batch}.json")
     results = json.load(open(path)) if os.path.exists(path) else {}
-    for label, engine, desc, extra in rows():
+    table = rows() if args.set == "kv" else evict_rows()
+    for label, engine, desc, extra in table:
         if args.table_only or label in results or (args.only and label not in args.only):
             continue
         print(f"{label} ...", file=sys.stderr, flush=True)
@@ -94,6 +114,15 @@ def main():
             json.dump(results, f, indent=1)
         os.replace(path + ".tmp", path)
     base = results.get("f16", {}).get("ppl")
+    if args.set == "evict":
+        print(f"| eviction | PPL (ctx {args.ctx}, {args.chunks} chunks, -b {args.batch}) | vs every token | seconds |")
+        print("|---|---|---|---|")
+        for label, _, desc, _ in table:
+            r = results.get(label)
+            if r:
+                rel = f"{100 * (r['ppl'] / base - 1):+.2f}%" if base else ""
+                print(f"| {desc} | {r['ppl']:.4f} ± {r['ppl_err']:.4f} | {rel} | {r['seconds']:.0f} |")
+        return
     print(f"| KV cache | PPL (ctx {args.ctx}, {args.chunks} chunks) | vs squeeze f16 | bytes/token | smaller |")
     print("|---|---|---|---|---|")
     for label, engine, desc, _ in rows():

@@ -18,6 +18,7 @@ int cmd_chat(int argc, char** argv) {
   std::string system;
   int64_t n_predict = -1;
   mo.add_to(app);
+  mo.evict.add_to(app);
   app.add_option("-s,--system", system, "system message (default: the template's own)");
   app.add_option("-n,--n-predict", n_predict, "max tokens per reply; -1 = until the end")
       ->capture_default_str()

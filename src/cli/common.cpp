@@ -92,6 +92,60 @@ kv::KvOptions KvCacheOptions::resolved() const {
   return o;
 }
 
+void EvictCliOptions::add_to(CLI::App& app) {
+  using P = kv::EvictPolicy;
+  app.add_option("--kv-evict", policy,
+                 "KV token eviction past --kv-budget: none, streaming (sinks + recent), h2o "
+                 "(heavy hitters + recent), snapkv (last queries' pooled attention), vatp "
+                 "(attention x |v|_1), a2sf (decayed attention)")
+      ->capture_default_str();
+  budget_opt = app.add_option("--kv-budget", budget,
+                              "tokens a sequence keeps with --kv-evict: a count, or a fraction of --ctx");
+  const std::vector<P> scored = {P::H2O, P::SnapKV, P::VATP, P::A2SF};
+  std::vector<P> all = scored;
+  all.push_back(P::Streaming);
+  policy_only = {
+      {app.add_option("--kv-evict-sinks", parsed.sinks,
+                      "first tokens always kept (default: streaming 4, others 0)"), all},
+      {app.add_option("--kv-evict-recent", parsed.recent,
+                      "newest tokens always kept (default: streaming the rest of the budget, "
+                      "snapkv its window, others half the budget)"), all},
+      {app.add_option("--kv-evict-window", parsed.window,
+                      "snapkv: the last queries of a prompt chunk that score the cache")
+           ->capture_default_str(), {P::SnapKV}},
+      {app.add_option("--kv-evict-pool", parsed.pool, "snapkv: max-pooling kernel over positions")
+           ->capture_default_str(), {P::SnapKV}},
+      {app.add_option("--kv-evict-alpha", parsed.alpha, "a2sf: decay of accumulated attention per query")
+           ->capture_default_str(), {P::A2SF}}};
+}
+
+kv::EvictOptions EvictCliOptions::resolved(int64_t n_ctx) const {
+  kv::EvictOptions o = parsed;
+  o.policy = kv::parse_evict_policy(policy);
+  if (!o.on()) {
+    if (budget_opt != nullptr && budget_opt->count() > 0) throw UsageError("--kv-budget needs --kv-evict");
+    for (const auto& [opt, policies] : policy_only) {
+      if (opt->count() > 0) throw UsageError(opt->get_name() + " needs --kv-evict");
+    }
+    return o;
+  }
+  for (const auto& [opt, policies] : policy_only) {
+    if (opt->count() > 0 && std::find(policies.begin(), policies.end(), o.policy) == policies.end()) {
+      throw UsageError(opt->get_name() + " means nothing to --kv-evict " + policy);
+    }
+  }
+  if (budget.empty()) throw UsageError("--kv-evict " + policy + " needs --kv-budget");
+  char* end = nullptr;
+  const double b = std::strtod(budget.c_str(), &end);
+  if (end == budget.c_str() || *end != '\0' || !(b > 0) || (b < 1 && b * n_ctx < 1) ||
+      (b >= 1 && b != std::floor(b))) {
+    throw UsageError("--kv-budget must be a token count or a fraction in (0, 1) of --ctx, not '" + budget + "'");
+  }
+  o.budget = b < 1 ? static_cast<int64_t>(std::lround(b * static_cast<double>(n_ctx))) : static_cast<int64_t>(b);
+  kv::check_evict_options(o);
+  return kv::resolved(o);
+}
+
 // The text as llama.cpp's -f reads it: the whole file, one trailing newline dropped.
 std::string read_text(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -299,6 +353,7 @@ serve::GeneratorOptions generator_options(const ModelOptions& mo, const Sampling
   o.act_sparsity = mo.act_sparsity.level;
   o.head_sparsity = mo.act_sparsity.head;
   o.kv = mo.kv.resolved();
+  o.evict = mo.evict.resolved(mo.n_ctx);
   o.sampling = so.resolved();
   return o;
 }

@@ -61,6 +61,22 @@ struct KvCacheOptions {
   kv::KvOptions resolved() const;
 };
 
+// Token eviction (kv/evict.h): --kv-evict POLICY with --kv-budget N|F (tokens, or a fraction
+// of --ctx) and the policy's parameters --kv-evict-sinks, --kv-evict-recent, --kv-evict-window,
+// --kv-evict-pool, --kv-evict-alpha. Added by the commands that run one Context per sequence
+// (run, chat, perplexity, passkey).
+struct EvictCliOptions {
+  std::string policy = "none";
+  std::string budget;
+  kv::EvictOptions parsed;  // sinks, recent, window, pool and alpha are read into it directly
+  CLI::Option* budget_opt = nullptr;
+  std::vector<std::pair<CLI::Option*, std::vector<kv::EvictPolicy>>> policy_only;
+  void add_to(CLI::App& app);
+  // The options for a context of n_ctx tokens; UsageError for a bad policy or budget, a budget
+  // without a policy (or the reverse), or a parameter its policy does not read.
+  kv::EvictOptions resolved(int64_t n_ctx) const;
+};
+
 // Options every model-running command takes.
 struct ModelOptions {
   std::string model;
@@ -69,6 +85,7 @@ struct ModelOptions {
   ActSparsityOptions act_sparsity;
   PrefillOptions prefill;
   KvCacheOptions kv;
+  EvictCliOptions evict;  // registered only by the commands that read it
   void add_to(CLI::App& app);
   int resolved_threads() const;
 };

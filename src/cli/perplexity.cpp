@@ -3,6 +3,7 @@
 // Progress on stderr, results on stdout.
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <csignal>
@@ -68,6 +69,7 @@ int cmd_perplexity(int argc, char** argv) {
   int64_t n_batch = 0;
   bool prefill_split = false;
   mo.add_to(app);
+  mo.evict.add_to(app);
   std::string domain;
   add_domain_option(app, domain, /*routes=*/false);
   app.add_flag("--prefill-split", prefill_split,
@@ -98,7 +100,15 @@ int cmd_perplexity(int argc, char** argv) {
                        "does not apply");
     }
     ThreadPool pool(mo.resolved_threads());
-    model::Context ctx(*model, mo.n_ctx, pool, n_batch > 0 ? n_batch : mo.n_ctx, 1, 0, mo.kv.resolved());
+    const kv::EvictOptions evict = mo.evict.resolved(mo.n_ctx);
+    const int64_t chunk = n_batch > 0 ? std::min(n_batch, mo.n_ctx) : mo.n_ctx;
+    if (evict.on() && chunk >= mo.n_ctx) {
+      throw UsageError("perplexity with --kv-evict needs -b below --ctx: eviction runs between "
+                       "forward chunks");
+    }
+    model::Context ctx(*model, mo.n_ctx, pool, chunk, 1, kv::evict_capacity(evict, mo.n_ctx, chunk, 1),
+                       mo.kv.resolved());
+    ctx.set_eviction(evict);
     const auto sparsity = enable_act_sparsity(*model, mo.act_sparsity, ctx, pool);
     if (prefill_split != mo.prefill.any()) {
       throw UsageError(prefill_split ? "--prefill-split needs --prefill-skip or --prefill-heads"
@@ -178,6 +188,11 @@ int cmd_perplexity(int argc, char** argv) {
                   kv::describe(kv.options()).c_str(), static_cast<double>(kv.bytes_per_token()),
                   static_cast<long long>(2 * kv.n_layer() * kv.row() * 2), kv.bytes() / 1048576.0,
                   static_cast<long long>(kv.n_hot_blocks()), static_cast<long long>(kv.block_tokens()));
+    }
+    if (evict.on()) {
+      std::printf("KV eviction %s: %lld tokens evicted, %lld KV cells of room (%.2f MiB)\n",
+                  kv::describe(evict).c_str(), static_cast<long long>(ctx.n_evicted()),
+                  static_cast<long long>(ctx.kv().capacity()), ctx.kv().bytes() / 1048576.0);
     }
     if (sparsity) {
       std::printf("%s\n", act_sparsity_summary(*model, *sparsity, ctx.sparsity_counters()).c_str());

@@ -18,6 +18,7 @@ int cmd_run(int argc, char** argv) {
   bool chat = false;
   std::string domain;
   mo.add_to(app);
+  mo.evict.add_to(app);
   add_domain_option(app, domain, /*routes=*/true);
   app.add_option("-p,--prompt", prompt, "the prompt")->required();
   app.add_option("-n,--n-predict", n_predict, "tokens to generate; -1 = until end or context full")

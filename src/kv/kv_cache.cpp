@@ -141,11 +141,12 @@ void KvCache::commit(int64_t seq, std::span<const int32_t> tokens) {
   }
   for (int64_t i = 0; i < n; ++i) {
     const auto c = static_cast<size_t>(cell(seq, t.len + i));
-    pos_[c] = static_cast<int32_t>(t.len + i);
+    pos_[c] = static_cast<int32_t>(t.len + t.evicted + i);
     token_[c] = tokens[static_cast<size_t>(i)];
   }
   t.len += n;
-  for (auto i = static_cast<int64_t>(t.hashes.size()); (i + 1) * block_ <= t.len; ++i) {
+  // After an eviction the blocks no longer hold a prefix of the sequence: none is indexed.
+  for (auto i = static_cast<int64_t>(t.hashes.size()); t.evicted == 0 && (i + 1) * block_ <= t.len; ++i) {
     const int32_t b = t.blocks[static_cast<size_t>(i)];
     const uint64_t parent = i == 0 ? 0 : t.hashes.back();
     const std::span<const int32_t> ids(token_.data() + b * block_, block_);
@@ -262,11 +263,64 @@ void KvCache::cells(int64_t seq, int64_t n, std::vector<int32_t>& out) const {
 
 void KvCache::truncate(int64_t seq, int64_t n) {
   SeqTable& t = table(seq);
-  t.len = std::clamp<int64_t>(n, 0, t.len);
+  n = std::clamp<int64_t>(n, 0, t.len + t.evicted);
+  if (t.evicted == 0) {
+    t.len = n;
+  } else {  // the tokens held at positions below n
+    int64_t len = 0;
+    while (len < t.len && pos_[static_cast<size_t>(cell(seq, len))] < n) ++len;
+    t.len = len;
+    t.evicted = n - len;
+  }
+  release_past(t);
+  t.hashes.resize(std::min(t.hashes.size(), static_cast<size_t>(t.len / block_)));
+}
+
+void KvCache::release_past(SeqTable& t) {
   const auto keep = static_cast<size_t>(blocks_for(t.len, block_));
   for (size_t i = keep; i < t.blocks.size(); ++i) blocks_.release(t.blocks[i]);
   t.blocks.resize(std::min(keep, t.blocks.size()));
-  t.hashes.resize(std::min(t.hashes.size(), static_cast<size_t>(t.len / block_)));
+}
+
+void KvCache::evict(int64_t seq, std::span<const int32_t> kept) {
+  if (opt_.quantized()) throw UsageError("token eviction needs an f16 KV cache (--kv-type f16)");
+  SeqTable& t = table(seq);
+  const auto n = static_cast<int64_t>(kept.size());
+  for (int64_t i = 0; i < n; ++i) {
+    if (kept[i] < 0 || kept[i] >= t.len || (i > 0 && kept[i] <= kept[i - 1])) {
+      throw UsageError("evict: kept cache indices must ascend within the sequence's tokens");
+    }
+  }
+  int64_t first = 0;  // kept[i] == i below it: nothing moves there
+  while (first < n && kept[first] == first) ++first;
+  // The blocks written from there on: owned by this sequence, out of the prefix index.
+  for (int64_t i = first / block_; i < blocks_for(n, block_); ++i) {
+    int32_t& b = t.blocks[static_cast<size_t>(i)];
+    if (blocks_.refs(b) > 1) {
+      const int32_t own = blocks_.allocate();
+      if (own < 0) throw Error("KV cache full: no free block to copy a shared block into before an eviction");
+      copy_block(b, own);
+      blocks_.release(b);
+      b = own;
+    } else {
+      blocks_.unpublish(b);
+    }
+  }
+  // kept[i] >= i: moving rows down in order reads every row before it is overwritten.
+  for (int64_t i = first; i < n; ++i) {
+    const auto from = static_cast<size_t>(cell(seq, kept[i]));
+    const auto to = static_cast<size_t>(cell(seq, i));
+    for (int64_t il = 0; il < n_layer_; ++il) {
+      std::copy_n(k_.begin() + at(il, from), row_, k_.begin() + at(il, to));
+      std::copy_n(v_.begin() + at(il, from), row_, v_.begin() + at(il, to));
+    }
+    pos_[to] = pos_[from];
+    token_[to] = token_[from];
+  }
+  t.evicted += t.len - n;
+  t.len = n;
+  t.hashes.clear();
+  release_past(t);
 }
 
 void KvCache::fork(int64_t src, int64_t dst) {
@@ -275,6 +329,7 @@ void KvCache::fork(int64_t src, int64_t dst) {
   const SeqTable& s = table(src);
   SeqTable& d = table(dst);
   d.len = s.len;
+  d.evicted = s.evicted;
   d.hashes = s.hashes;
   d.blocks.assign(s.blocks.begin(), s.blocks.begin() + blocks_for(s.len, block_));
   for (const int32_t b : d.blocks) blocks_.retain(b);

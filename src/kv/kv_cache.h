@@ -64,11 +64,16 @@ class KvCache {
   int64_t n_hot_blocks() const { return n_hot_; }
   const BlockAllocator& blocks() const { return blocks_; }
 
-  // Positions sequence seq holds (0..len-1).
+  // Tokens sequence seq holds in the cache (its cache indices 0..len-1): its positions 0..len-1
+  // until an eviction drops some.
   int64_t seq_len(int64_t seq) const { return table(seq).len; }
+  // The position seq's next token takes: seq_len plus the tokens evicted from it.
+  int64_t seq_pos(int64_t seq) const { return table(seq).len + table(seq).evicted; }
   // The blocks prepare(seq, n) would take: new ones to hold positions up to len + n, plus one
   // when the block position len falls in is shared and must be copied first.
   int64_t blocks_needed(int64_t seq, int64_t n) const;
+  // (prepare, commit, cell and cells count in cache indices, which are positions until an
+  // eviction.)
   // Makes positions [len, len + n) of seq writable: allocates blocks, copies a shared block
   // before it is written, drops a block about to change from the prefix index. Returns false,
   // changing nothing, when fewer than blocks_needed blocks are available.
@@ -80,8 +85,14 @@ class KvCache {
   int32_t cell(int64_t seq, int64_t pos) const;
   // The cells of positions [0, n), in order, into out.
   void cells(int64_t seq, int64_t n, std::vector<int32_t>& out) const;
-  // Keeps positions [0, n) of seq and releases the blocks past them.
+  // Keeps the tokens of seq at positions below n and releases the blocks past them; its next
+  // token takes position n.
   void truncate(int64_t seq, int64_t n);
+  // Token eviction (kv/evict.h): seq keeps only the tokens at cache indices `kept` (ascending),
+  // moved down to indices 0..kept.size()-1 with their positions; the blocks past them are
+  // released and the sequence's blocks leave the prefix index for good. Shared blocks are copied
+  // first (Error when no block is free for that). UsageError for a quantized cache.
+  void evict(int64_t seq, std::span<const int32_t> kept);
   // dst (emptied first) shares src's positions; a write to a shared block copies it first.
   void fork(int64_t src, int64_t dst);
   // For an empty seq: takes the longest run of indexed full blocks that `tokens` starts with,
@@ -115,9 +126,12 @@ class KvCache {
     std::vector<int32_t> blocks;   // positions [i * kBlockTokens, (i + 1) * kBlockTokens)
     std::vector<uint64_t> hashes;  // of the full blocks, in order
     int64_t len = 0;
+    int64_t evicted = 0;  // tokens dropped by evict(): positions run ahead of cache indices
   };
   const SeqTable& table(int64_t seq) const;
   SeqTable& table(int64_t seq) { return const_cast<SeqTable&>(std::as_const(*this).table(seq)); }
+  // Releases t's blocks past its len.
+  void release_past(SeqTable& t);
   // Copies block src's cells (rows of every layer, metadata) into dst.
   void copy_block(int32_t src, int32_t dst);
   size_t at(int64_t il, int64_t cell) const { return static_cast<size_t>((il * capacity() + cell) * row_); }

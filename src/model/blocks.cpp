@@ -334,6 +334,17 @@ void attend(const LayerPass& p, kv::KvCache& kv, const ChunkLayout& b) {
       s.decode_queries.push_back({s.q.data() + row * n_q, r.pos0, view, s.attn.data() + row * n_q});
     }
   }
+  // An eviction policy's attention statistics of run i's len query rows q (kv/evict.h).
+  auto collect = [&](size_t i, const float* q, int64_t len) {
+    if (i >= s.attn_probs.size()) return;
+    const SeqRun& r = b.runs[i];
+    ops::ProbSums sums = s.attn_probs[i];
+    sums.acc += p.il * hp.n_head_kv * sums.stride;
+    ops::attention_probs(shape, q, len, r.pos0, kv.view(p.il, r.cells), sums, p.pool, s.probs_scratch);
+  };
+  for (size_t i = 0; i < b.runs.size(); ++i) {
+    if (b.runs[i].rows.size() == 1) collect(i, s.q.data() + b.runs[i].rows.front() * n_q, 1);
+  }
   if (!s.decode_queries.empty()) {
     if (codes) {
       kv::attention_decode(shape, kv, p.il, s.decode_queries, p.pool, s.kv_attention);
@@ -349,6 +360,7 @@ void attend(const LayerPass& p, kv::KvCache& kv, const ChunkLayout& b) {
     if (r.contiguous()) {
       const int64_t r0 = r.rows.front();
       attend_run(p, shape, s.q.data() + r0 * n_q, len, r.pos0, view, s.attn.data() + r0 * n_q);
+      collect(i, s.q.data() + r0 * n_q, len);
       continue;
     }
     s.q_seq.resize(static_cast<size_t>(len * n_q));
@@ -357,6 +369,7 @@ void attend(const LayerPass& p, kv::KvCache& kv, const ChunkLayout& b) {
       std::copy_n(s.q.data() + r.rows[i] * n_q, n_q, s.q_seq.data() + i * n_q);
     }
     attend_run(p, shape, s.q_seq.data(), len, r.pos0, view, s.attn_seq.data());
+    collect(i, s.q_seq.data(), len);
     for (int64_t i = 0; i < len; ++i) {
       std::copy_n(s.attn_seq.data() + i * n_q, n_q, s.attn.data() + r.rows[i] * n_q);
     }

@@ -1,6 +1,7 @@
 #include "model/context.h"
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 
 #include "core/error.h"
@@ -89,14 +90,15 @@ std::span<const float> Context::decode_batch(const Batch& b) {
     }
     n_logits += b.logits[t] != 0;
   }
+  // With eviction the blocks are taken chunk by chunk (begin_evict_chunk).
   int64_t blocks = 0;
-  for (int64_t sq = 0; sq < n_seq(); ++sq) blocks += kv_.blocks_needed(sq, next[sq] - n_past(sq));
+  for (int64_t sq = 0; sq < n_seq() && !evict_.on(); ++sq) blocks += kv_.blocks_needed(sq, next[sq] - n_past(sq));
   if (blocks > kv_.blocks().n_available()) {
     throw Error("KV cache full: the batch needs " + std::to_string(blocks) + " blocks of " +
                 std::to_string(kv_.block_tokens()) + " tokens, " +
                 std::to_string(kv_.blocks().n_available()) + " are free (raise the KV capacity)");
   }
-  for (int64_t sq = 0; sq < n_seq(); ++sq) kv_.prepare(sq, next[sq] - n_past(sq));
+  for (int64_t sq = 0; sq < n_seq() && !evict_.on(); ++sq) kv_.prepare(sq, next[sq] - n_past(sq));
   logits_.resize(static_cast<size_t>(n_logits * n_vocab));
   // With prefill pruning (a skip set, head pruning), a sequence's tokens before its first token
   // with logits wanted are its prompt's: they run first, pruned (skipped layers write only their
@@ -138,13 +140,15 @@ void Context::run_rows(const Batch& b, std::span<const int32_t> idx, bool pruned
       auto run = std::find_if(layout.runs.begin(), layout.runs.end(),
                               [&](const SeqRun& x) { return x.seq == sq; });
       if (run == layout.runs.end()) {
-        layout.runs.push_back({sq, b.pos[t], {}, {}});
+        // The run's first cache index: its position less the tokens evicted before it.
+        layout.runs.push_back({sq, static_cast<int32_t>(kv_.seq_len(sq)), {}, {}});
         run = layout.runs.end() - 1;
       }
       run->rows.push_back(static_cast<int32_t>(r));
       if (b.logits[t]) rows.push_back(static_cast<int32_t>(r));
     }
     layout.pos = chunk_pos_;
+    if (evict_.on()) begin_evict_chunk(layout);
     for (SeqRun& run : layout.runs) {
       std::vector<int32_t>& cells = cells_[static_cast<size_t>(run.seq)];
       kv_.cells(run.seq, run.pos0 + static_cast<int64_t>(run.rows.size()), cells);
@@ -165,9 +169,96 @@ void Context::run_rows(const Batch& b, std::span<const int32_t> idx, bool pruned
       run_tokens_.clear();
       for (const int32_t row : r.rows) run_tokens_.push_back(chunk_tokens_[row]);
       kv_.commit(r.seq, run_tokens_);
+      if (evict_.on()) evict(r.seq);
     }
     out += static_cast<int64_t>(rows.size()) * n_vocab;
   }
+}
+
+void Context::truncate(int64_t n, int64_t seq) {
+  kv_.truncate(seq, n);
+  if (!evict_scores_.empty()) {  // the statistics of the dropped tokens
+    kv::EvictScores& sc = evict_scores_[static_cast<size_t>(seq)];
+    for (int64_t sl = 0; sl < sc.n_slots; ++sl) {
+      std::fill(sc.slot(sl) + kv_.seq_len(seq), sc.slot(sl) + sc.stride, 0.0f);
+    }
+  }
+}
+
+void Context::fork(int64_t src, int64_t dst) {
+  kv_.fork(src, dst);
+  if (!evict_scores_.empty() && src != dst) {
+    evict_scores_[static_cast<size_t>(dst)].acc = evict_scores_[static_cast<size_t>(src)].acc;
+  }
+}
+
+void Context::set_eviction(const kv::EvictOptions& o) {
+  kv::check_evict_options(o);
+  if (o.on() && kv_.options().quantized()) {
+    throw UsageError("token eviction (--kv-evict) needs an f16 KV cache (--kv-type f16)");
+  }
+  evict_ = kv::resolved(o);
+  evict_scores_.clear();
+  s_.attn_probs.clear();
+  if (!kv::needs_attention(evict_)) return;
+  const HParams& hp = model_.hparams();
+  evict_scores_.resize(static_cast<size_t>(n_seq()));
+  for (kv::EvictScores& sc : evict_scores_) sc.reset(hp.n_layer * hp.n_head_kv, kv_.capacity());
+}
+
+void Context::begin_evict_chunk(const ChunkLayout& layout) {
+  for (const SeqRun& r : layout.runs) {
+    const auto n = static_cast<int64_t>(r.rows.size());
+    const int64_t need = kv_.blocks_needed(r.seq, n);
+    if (!kv_.prepare(r.seq, n)) {
+      throw Error("KV cache full: sequence " + std::to_string(r.seq) + " needs " +
+                  std::to_string(need) + " blocks of " + std::to_string(kv_.block_tokens()) +
+                  " tokens, " + std::to_string(kv_.blocks().n_available()) +
+                  " are free (raise the KV capacity)");
+    }
+  }
+  s_.attn_probs.clear();
+  if (evict_scores_.empty()) return;
+  if (evict_weights_.size() < layout.runs.size()) evict_weights_.resize(layout.runs.size());
+  for (size_t i = 0; i < layout.runs.size(); ++i) {
+    const SeqRun& r = layout.runs[i];
+    kv::EvictScores& sc = evict_scores_[static_cast<size_t>(r.seq)];
+    kv::begin_chunk(evict_, sc, r.pos0, static_cast<int64_t>(r.rows.size()), evict_weights_[i]);
+    s_.attn_probs.push_back({sc.acc.data(), sc.stride, evict_weights_[i].data()});
+  }
+}
+
+void Context::evict(int32_t seq) {
+  const int64_t len = kv_.seq_len(seq);
+  if (len <= evict_.budget) return;
+  std::vector<float>& scores = evict_token_scores_;
+  scores.clear();
+  if (kv::needs_attention(evict_)) {
+    const kv::EvictScores& sc = evict_scores_[static_cast<size_t>(seq)];
+    if (kv::needs_value_norms(evict_)) {  // |v|_1 of each token's value per (layer, kv head)
+      const HParams& hp = model_.hparams();
+      std::vector<int32_t>& cells = cells_[static_cast<size_t>(seq)];
+      kv_.cells(seq, len, cells);
+      evict_vnorms_.resize(static_cast<size_t>(sc.n_slots * len));
+      for (int64_t il = 0; il < hp.n_layer; ++il) {
+        const ops::KvView view = kv_.view(il, cells);
+        for (int64_t hk = 0; hk < hp.n_head_kv; ++hk) {
+          float* out = evict_vnorms_.data() + (il * hp.n_head_kv + hk) * len;
+          for (int64_t j = 0; j < len; ++j) {
+            const f16_t* v = view.v + cells[j] * view.row_stride + hk * hp.head_dim;
+            float s = 0;
+            for (int64_t d = 0; d < hp.head_dim; ++d) s += std::fabs(f16_to_f32(v[d]));
+            out[j] = s;
+          }
+        }
+      }
+    }
+    kv::token_scores(evict_, sc, len, evict_vnorms_, scores);
+  }
+  const std::vector<int32_t> kept = kv::select_kept(evict_, len, scores);
+  kv_.evict(seq, kept);
+  if (!evict_scores_.empty()) kv::compact(evict_scores_[static_cast<size_t>(seq)], kept);
+  n_evicted_ += len - static_cast<int64_t>(kept.size());
 }
 
 void Context::set_prefill_heads(std::optional<HeadPruning> h) {

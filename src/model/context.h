@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/thread_pool.h"
+#include "kv/evict.h"
 #include "kv/kv_cache.h"
 #include "model/act_sparsity.h"
 #include "model/batch.h"
@@ -42,15 +43,16 @@ class Context {
   std::span<const float> decode_batch(const Batch& batch);
 
   // decode / decode_from / reset / truncate act on sequence 0.
-  int64_t n_past(int64_t seq = 0) const { return kv_.seq_len(seq); }
+  // The position the sequence's next token takes (the tokens it has seen, evicted ones too).
+  int64_t n_past(int64_t seq = 0) const { return kv_.seq_pos(seq); }
   int64_t n_ctx() const { return n_ctx_; }
   int64_t n_seq() const { return kv_.n_seq(); }
   // Forgets the sequence (its blocks go back to the cache).
   void reset(int64_t seq = 0) { truncate(0, seq); }
   // Drops positions >= n (e.g. to reuse a shared prompt prefix).
-  void truncate(int64_t n, int64_t seq = 0) { kv_.truncate(seq, n); }
+  void truncate(int64_t n, int64_t seq = 0);
   // dst (reset first) continues from src's positions, sharing its KV blocks (for n > 1).
-  void fork(int64_t src, int64_t dst) { kv_.fork(src, dst); }
+  void fork(int64_t src, int64_t dst);
   // For an empty sequence: takes the KV of the longest cached prefix of `tokens` (whole blocks,
   // at least one token left to decode). Returns the positions taken; decode the rest.
   int64_t reuse_prefix(int64_t seq, std::span<const int32_t> tokens) {
@@ -79,6 +81,19 @@ class Context {
   // nullopt: every head. Throws UsageError for keep outside (0, 1], chunk or probes < 1.
   void set_prefill_heads(std::optional<HeadPruning> h);
   const std::optional<HeadPruning>& prefill_heads() const { return heads_; }
+  // Token eviction (kv/evict.h) from now on: after every forward chunk (n_batch tokens, or one
+  // decode step) a sequence holding more than the budget keeps the budget's tokens the policy
+  // picks. Blocks are then taken chunk by chunk, so a cache of budget + n_batch tokens per
+  // sequence suffices (a batch that finds it full fails part-way, its earlier chunks kept).
+  // UsageError for bad options or a quantized cache.
+  void set_eviction(const kv::EvictOptions& o);
+  const kv::EvictOptions& eviction() const { return evict_; }
+  // Tokens evicted so far (all sequences).
+  int64_t n_evicted() const { return n_evicted_; }
+  // The attention statistics the policy keeps for seq (null when it keeps none).
+  const kv::EvictScores* eviction_scores(int64_t seq) const {
+    return evict_scores_.empty() ? nullptr : &evict_scores_.at(static_cast<size_t>(seq));
+  }
   const Model& model() const { return model_; }
   size_t kv_bytes() const { return kv_.bytes(); }
 
@@ -86,6 +101,11 @@ class Context {
   // Runs the batch's tokens idx (ascending) in chunks, pruned (the skip set) or not, appending
   // the logits of those that want them at out.
   void run_rows(const Batch& b, std::span<const int32_t> idx, bool pruned, float*& out);
+  // With eviction: takes the blocks a chunk's runs need (Error when the cache is full), and
+  // sets up the attention statistics its policy collects.
+  void begin_evict_chunk(const ChunkLayout& layout);
+  // With eviction: a sequence past the budget keeps the tokens its policy picks.
+  void evict(int32_t seq);
 
   const Model& model_;
   ThreadPool& pool_;
@@ -100,6 +120,11 @@ class Context {
   std::optional<HeadPruning> heads_;
   std::vector<int32_t> phase_rows_[2];  // a batch's pruned and full tokens (decode_batch)
   std::vector<int32_t> chunk_pos_, chunk_tokens_;  // a chunk's positions and tokens (run_rows)
+  kv::EvictOptions evict_;
+  std::vector<kv::EvictScores> evict_scores_;          // per sequence
+  std::vector<std::vector<float>> evict_weights_;      // per run of a chunk: its queries' weights
+  std::vector<float> evict_token_scores_, evict_vnorms_;
+  int64_t n_evicted_ = 0;
 };
 
 }  // namespace squeeze::model

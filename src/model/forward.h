@@ -16,6 +16,7 @@
 #include "model/batch.h"
 #include "model/model.h"
 #include "ops/attention.h"
+#include "ops/attention_probs.h"
 #include "ops/head_scores.h"
 #include "ops/matmul.h"
 
@@ -78,6 +79,11 @@ struct ForwardScratch {
   std::vector<ops::DecodeQuery> decode_queries;  // the chunk's one-token runs (attend)
   std::vector<kv::KvRows> kv_rows;  // per run of a chunk, a quantized cache's rows (attend)
   std::vector<float> kv_attention;  // kv::attention_decode's scratch
+  // Attention probabilities an eviction policy collects (kv/evict.h): per run of the chunk, in
+  // layout order, where they go (acc for layer 0; layer il's at acc + il * n_head_kv * stride).
+  // Empty: none collected.
+  std::vector<ops::ProbSums> attn_probs;
+  std::vector<float> probs_scratch;
   // Activation sparsity: the policy (null: dense), indices of the kept activations of one
   // token, kernel scratch, and counters of what was kept.
   const ActSparsity* sparsity = nullptr;

@@ -20,6 +20,8 @@ std::string GenerationStats::summary() const {
 
 namespace {
 
+constexpr int64_t kBatch = 256;  // tokens per forward chunk of a prompt
+
 std::unique_ptr<model::ActSparsity> make_act_sparsity(const model::Model& m,
                                                       const GeneratorOptions& o, ThreadPool& pool) {
   if (o.head_sparsity && !o.act_sparsity) throw UsageError("--head-sparsity needs --act-sparsity");
@@ -36,10 +38,11 @@ Generator::Generator(const GeneratorOptions& o, std::unique_ptr<model::Model> mo
       model_(std::move(model)),
       tok_(tokenizer::read_vocab(model_->file())),
       pool_(o.threads),
-      ctx_(*model_, o.n_ctx, pool_, 256, 1, 0, o.kv),
+      ctx_(*model_, o.n_ctx, pool_, kBatch, 1, kv::evict_capacity(o.evict, o.n_ctx, kBatch, 1), o.kv),
       sparsity_(make_act_sparsity(*model_, o, pool_)),
       sampler_(o.sampling, static_cast<int32_t>(model_->hparams().n_vocab)) {
   ctx_.set_act_sparsity(sparsity_.get());
+  ctx_.set_eviction(o.evict);
 }
 
 GenerationStats generate(model::Context& ctx, const tokenizer::Tokenizer& tok,

@@ -48,6 +48,7 @@ struct GeneratorOptions {
   std::optional<double> act_sparsity;   // a level of the file's table (model/act_sparsity.h)
   std::optional<double> head_sparsity;  // with act_sparsity, TEAL tables only
   kv::KvOptions kv{};                   // the KV cache's storage
+  kv::EvictOptions evict{};             // token eviction (kv/evict.h)
   sample::SamplerParams sampling;
 };
 

@@ -139,6 +139,29 @@ TEST(Cli, KvCacheOptions) {
   expect_clean_error(squeeze_cmd("bench -m " + m + " -p 16 -n 0 --kv-sinks 4"), "--kv-sinks");
 }
 
+// Token eviction: a run past the budget works and the generation goes on; bad policies and
+// budgets, options without --kv-evict or foreign to the policy, and a quantized cache are clear
+// errors.
+TEST(Cli, KvEvictionOptions) {
+  const std::string m = write_file("squeeze_cli_evict.gguf", tiny_bytes());
+  for (const char* p : {"streaming", "h2o", "snapkv", "vatp", "a2sf"}) {
+    const Result r = squeeze_cmd("run -m " + m + " -p 'hello there, how are you' -n 40 --temp 0 "
+                                 "--ctx 128 --kv-evict " + std::string(p) + " --kv-budget 0.25");
+    EXPECT_EQ(r.rc, 0) << p << ": " << r.err;
+  }
+  const std::string run = "run -m " + m + " -p hi --ctx 128 ";
+  expect_clean_error(squeeze_cmd(run + "--kv-evict lru --kv-budget 16"), "lru");
+  expect_clean_error(squeeze_cmd(run + "--kv-evict h2o"), "--kv-budget");
+  expect_clean_error(squeeze_cmd(run + "--kv-budget 16"), "--kv-evict");
+  expect_clean_error(squeeze_cmd(run + "--kv-evict h2o --kv-budget 1.5"), "1.5");
+  expect_clean_error(squeeze_cmd(run + "--kv-evict h2o --kv-budget 0"), "--kv-budget");
+  expect_clean_error(squeeze_cmd(run + "--kv-evict h2o --kv-budget 16 --kv-evict-alpha 0.5"), "--kv-evict-alpha");
+  expect_clean_error(squeeze_cmd(run + "--kv-evict-window 8"), "--kv-evict-window");
+  expect_clean_error(squeeze_cmd(run + "--kv-evict snapkv --kv-budget 64 --kv-evict-pool 4"), "pooling");
+  expect_clean_error(squeeze_cmd(run + "--kv-evict h2o --kv-budget 16 --kv-type q4 --kv-group 16"), "f16");
+  expect_clean_error(squeeze_cmd("serve -m " + m + " --kv-evict h2o"), "--kv-evict");
+}
+
 // `squeeze --help` names every value SQUEEZE_ISA takes (core/cpu.cpp: scalar, avx2, avx512, amx).
 TEST(Cli, TopLevelHelpNamesEveryIsa) {
   const Result r = squeeze_cmd("--help");

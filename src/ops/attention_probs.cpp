@@ -1,0 +1,63 @@
+#include "ops/attention_probs.h"
+
+#include <algorithm>
+#include <cassert>
+#include <cmath>
+
+#include "core/cpu.h"
+#include "formats/format.h"
+#include "ops/pv.h"
+
+namespace squeeze::ops {
+
+void attention_probs(const AttentionShape& shape, const float* q, int64_t n_tokens, int64_t pos0,
+                     const KvView& kv, const ProbSums& sums, ThreadPool& pool,
+                     std::vector<float>& scratch) {
+  const int hd = shape.head_dim;
+  const int group = shape.n_head / shape.n_head_kv;
+  const int64_t n_ctx = pos0 + n_tokens;
+  assert(kv.n() >= n_ctx && sums.stride >= n_ctx);
+  const auto& f16k = formats::kernels(formats::DType::F16);
+  const AttentionKernels ak = attention_kernels(active_isa());
+  // Units: (token of nonzero weight, kv head). Per thread: scores [n_ctx], q in half [hd]
+  // (rounded up to floats), its own sums [n_head_kv, n_ctx].
+  std::vector<int64_t> tokens;
+  for (int64_t t = 0; t < n_tokens; ++t) {
+    if (sums.weights == nullptr || sums.weights[t] != 0) tokens.push_back(t);
+  }
+  if (tokens.empty()) return;
+  const int64_t own = shape.n_head_kv * n_ctx;
+  const int64_t per_thread = n_ctx + (hd + 1) / 2 + own;
+  const int n_threads = pool.size();
+  scratch.assign(static_cast<size_t>(per_thread * n_threads), 0.0f);
+  const auto n_units = static_cast<int64_t>(tokens.size()) * shape.n_head_kv;
+  pool.parallel_for(n_units, 1, [&](int64_t i0, int64_t i1, int ith) {
+    float* scores = scratch.data() + ith * per_thread;
+    auto* q16 = reinterpret_cast<f16_t*>(scores + n_ctx);
+    float* mine = scores + n_ctx + (hd + 1) / 2;
+    for (int64_t i = i0; i < i1; ++i) {
+      const int64_t t = tokens[static_cast<size_t>(i / shape.n_head_kv)];
+      const int hk = static_cast<int>(i % shape.n_head_kv);
+      const float w = sums.weights == nullptr ? 1.0f : sums.weights[t];
+      const int64_t n_kv = pos0 + t + 1;
+      const int64_t lo = shape.window > 0 ? std::max<int64_t>(0, n_kv - shape.window) : 0;
+      for (int h = hk * group; h < (hk + 1) * group; ++h) {
+        f16k.quantize_row(q + (t * shape.n_head + h) * hd, q16, hd);
+        ak.qk_f16(q16, kv.k + hk * hd, kv.row_stride, kv.cells.data() + lo, n_kv - lo, hd,
+                  shape.scale, scores);
+        ak.softmax(scores, n_kv - lo);
+        float* a = mine + hk * n_ctx + lo;
+        for (int64_t j = 0; j < n_kv - lo; ++j) a[j] += w * scores[j];
+      }
+    }
+  });
+  pool.parallel_for(own, 256, [&](int64_t j0, int64_t j1, int) {
+    for (int64_t i = j0; i < j1; ++i) {
+      float s = 0;
+      for (int th = 0; th < n_threads; ++th) s += scratch[static_cast<size_t>(th * per_thread + n_ctx + (hd + 1) / 2 + i)];
+      sums.acc[(i / n_ctx) * sums.stride + i % n_ctx] += s;
+    }
+  });
+}
+
+}  // namespace squeeze::ops

@@ -1,0 +1,29 @@
+// The attention probabilities of some queries summed per cache row: what KV-cache eviction
+// policies (kv/evict.h) score tokens by. Computed apart from attention() (which keeps them in its
+// tiles and never writes them out), with the same Q.K and softmax kernels, only when a policy asks.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/thread_pool.h"
+#include "ops/attention.h"
+#include "ops/kv_view.h"
+
+namespace squeeze::ops {
+
+// acc[hk * stride + j] += sum over tokens t (weight w[t], 1 without weights; tokens of weight 0
+// are skipped) and the query heads h of kv head hk of p_{t,h}(j), the probability attention()
+// gives cache row j for token t at position pos0 + t (causal, within shape.window).
+struct ProbSums {
+  float* acc = nullptr;       // [n_head_kv, stride], stride > pos0 + n_tokens - 1
+  int64_t stride = 0;
+  const float* weights = nullptr;  // [n_tokens] or null
+};
+
+// q: [n_tokens, n_head * head_dim], rotary applied (scaled already when shape.scale is 1).
+void attention_probs(const AttentionShape& shape, const float* q, int64_t n_tokens, int64_t pos0,
+                     const KvView& kv, const ProbSums& sums, ThreadPool& pool,
+                     std::vector<float>& scratch);
+
+}  // namespace squeeze::ops

@@ -1,0 +1,59 @@
+// attention_probs against a double-precision softmax of the same products: GQA groups, a
+// sliding window, weights (zero ones skipped), paged cells out of order, and sums added to.
+#include "ops/attention_probs.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "core/fp16.h"
+
+namespace squeeze::ops {
+namespace {
+
+TEST(AttentionProbs, EqualsASoftmaxInDouble) {
+  for (const int64_t window : {int64_t{0}, int64_t{5}}) {
+    const AttentionShape shape{4, 2, 16, 0.25f, window};
+    const int64_t n_tok = 6, pos0 = 9, n = pos0 + n_tok, row = 2 * 16, stride = n + 3;
+    std::mt19937 rng(7);
+    std::normal_distribution<float> g(0, 1);
+    std::vector<f16_t> k(static_cast<size_t>(n * row)), v(k.size());
+    for (f16_t& x : k) x = f32_to_f16(g(rng));
+    std::vector<float> q(static_cast<size_t>(n_tok * 4 * 16));
+    for (float& x : q) x = f16_to_f32(f32_to_f16(g(rng)));  // already half: no rounding to model
+    std::vector<int32_t> cells(static_cast<size_t>(n));
+    for (int64_t j = 0; j < n; ++j) cells[j] = static_cast<int32_t>((j * 7) % n);  // a permutation
+    const std::vector<float> w = {1, 0, 0.5f, 1, 2, 1};
+    std::vector<float> acc(static_cast<size_t>(2 * stride), 1.0f);  // added to
+    ThreadPool pool(2);
+    std::vector<float> scratch;
+    attention_probs(shape, q.data(), n_tok, pos0, KvView{k.data(), v.data(), row, cells},
+                    {acc.data(), stride, w.data()}, pool, scratch);
+    std::vector<double> want(acc.size(), 1.0);
+    for (int64_t t = 0; t < n_tok; ++t) {
+      for (int h = 0; h < 4; ++h) {
+        const int hk = h / 2;
+        const int64_t hi = pos0 + t, lo = window > 0 ? std::max<int64_t>(0, hi + 1 - window) : 0;
+        std::vector<double> s;
+        double mx = -1e30;
+        for (int64_t j = lo; j <= hi; ++j) {
+          double d = 0;
+          for (int c = 0; c < 16; ++c) {
+            d += static_cast<double>(q[(t * 4 + h) * 16 + c]) * f16_to_f32(k[cells[j] * row + hk * 16 + c]);
+          }
+          s.push_back(0.25 * d);
+          mx = std::max(mx, s.back());
+        }
+        double sum = 0;
+        for (double& x : s) sum += (x = std::exp(x - mx));
+        for (int64_t j = lo; j <= hi; ++j) want[hk * stride + j] += w[t] * s[j - lo] / sum;
+      }
+    }
+    for (size_t i = 0; i < acc.size(); ++i) EXPECT_NEAR(acc[i], want[i], 1e-5) << i << " window " << window;
+  }
+}
+
+}  // namespace
+}  // namespace squeeze::ops

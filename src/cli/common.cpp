@@ -97,11 +97,12 @@ void EvictCliOptions::add_to(CLI::App& app) {
   app.add_option("--kv-evict", policy,
                  "KV token eviction past --kv-budget: none, streaming (sinks + recent), h2o "
                  "(heavy hitters + recent), snapkv (last queries' pooled attention), vatp "
-                 "(attention x |v|_1), a2sf (decayed attention)")
+                 "(attention x |v|_1), a2sf (decayed attention), keyformer (Gumbel-softmax "
+                 "attention)")
       ->capture_default_str();
   budget_opt = app.add_option("--kv-budget", budget,
                               "tokens a sequence keeps with --kv-evict: a count, or a fraction of --ctx");
-  const std::vector<P> scored = {P::H2O, P::SnapKV, P::VATP, P::A2SF};
+  const std::vector<P> scored = {P::H2O, P::SnapKV, P::VATP, P::A2SF, P::Keyformer};
   std::vector<P> all = scored;
   all.push_back(P::Streaming);
   policy_only = {
@@ -116,7 +117,9 @@ void EvictCliOptions::add_to(CLI::App& app) {
       {app.add_option("--kv-evict-pool", parsed.pool, "snapkv: max-pooling kernel over positions")
            ->capture_default_str(), {P::SnapKV}},
       {app.add_option("--kv-evict-alpha", parsed.alpha, "a2sf: decay of accumulated attention per query")
-           ->capture_default_str(), {P::A2SF}}};
+           ->capture_default_str(), {P::A2SF}},
+      {app.add_option("--kv-evict-tau", parsed.tau, "keyformer: temperature of the Gumbel softmax")
+           ->capture_default_str(), {P::Keyformer}}};
 }
 
 kv::EvictOptions EvictCliOptions::resolved(int64_t n_ctx) const {

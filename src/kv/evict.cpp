@@ -17,7 +17,8 @@ struct PolicyName {
 };
 constexpr PolicyName kPolicies[] = {{EvictPolicy::None, "none"},     {EvictPolicy::Streaming, "streaming"},
                                     {EvictPolicy::H2O, "h2o"},       {EvictPolicy::SnapKV, "snapkv"},
-                                    {EvictPolicy::VATP, "vatp"},     {EvictPolicy::A2SF, "a2sf"}};
+                                    {EvictPolicy::VATP, "vatp"},     {EvictPolicy::A2SF, "a2sf"},
+                                    {EvictPolicy::Keyformer, "keyformer"}};
 
 }  // namespace
 
@@ -26,7 +27,7 @@ EvictPolicy parse_evict_policy(std::string_view name) {
     if (name == p.name) return p.policy;
   }
   throw UsageError("unknown eviction policy '" + std::string(name) +
-                   "' (none, streaming, h2o, snapkv, vatp, a2sf)");
+                   "' (none, streaming, h2o, snapkv, vatp, a2sf, keyformer)");
 }
 
 std::string evict_policy_name(EvictPolicy p) {
@@ -62,6 +63,7 @@ void check_evict_options(const EvictOptions& in) {
   if (o.window < 1) throw UsageError(who + ": the observation window must be at least 1");
   if (o.pool < 1 || o.pool % 2 == 0) throw UsageError(who + ": the pooling kernel must be odd and positive");
   if (!(o.alpha > 0 && o.alpha <= 1)) throw UsageError(who + ": the decay alpha must be in (0, 1]");
+  if (!(o.tau > 0 && o.tau < 1e6)) throw UsageError(who + ": the temperature tau must be positive");
 }
 
 int64_t evict_capacity(const EvictOptions& o, int64_t n_ctx, int64_t n_batch, int64_t n_seq) {
@@ -78,9 +80,10 @@ std::string describe(const EvictOptions& in) {
   if (o.policy == EvictPolicy::SnapKV) {
     s += ", window " + std::to_string(o.window) + ", pool " + std::to_string(o.pool);
   }
-  if (o.policy == EvictPolicy::A2SF) {
+  if (o.policy == EvictPolicy::A2SF || o.policy == EvictPolicy::Keyformer) {
     char buf[32];
-    std::snprintf(buf, sizeof buf, ", alpha %g", o.alpha);
+    std::snprintf(buf, sizeof buf, o.policy == EvictPolicy::A2SF ? ", alpha %g" : ", tau %g",
+                  o.policy == EvictPolicy::A2SF ? o.alpha : o.tau);
     s += buf;
   }
   return s + ")";

@@ -3,7 +3,8 @@
 // H2O the newest plus the "heavy hitters" that gathered the most attention; A2SF the same with
 // the attention decayed by age; VATP weighs the accumulated attention by the value's L1 norm;
 // SnapKV scores the cache once per prompt chunk by the attention of its last `window` queries,
-// max-pooled over neighbouring positions.
+// max-pooled over neighbouring positions; Keyformer accumulates a Gumbel-softmax of the scores
+// (noise added to the logits, a temperature tau) instead of the probabilities.
 //
 // Every policy keeps one set of tokens for all layers and heads (a cell of the paged cache holds
 // every layer's row; H2O and SnapKV choose per head, VATP per layer: our scores sum theirs).
@@ -21,27 +22,29 @@
 
 namespace squeeze::kv {
 
-enum class EvictPolicy { None, Streaming, H2O, SnapKV, VATP, A2SF };
+enum class EvictPolicy { None, Streaming, H2O, SnapKV, VATP, A2SF, Keyformer };
 
 struct EvictOptions {
   EvictPolicy policy = EvictPolicy::None;
   int64_t budget = 0;   // tokens a sequence keeps after an eviction
   int64_t sinks = -1;   // first tokens always kept; -1: the policy's (streaming 4, else 0)
   int64_t recent = -1;  // newest tokens always kept; -1: the policy's (streaming: the rest of
-                        // the budget; h2o, vatp, a2sf: half of it; snapkv: its window)
+                        // the budget; snapkv: its window; the others half of it)
   int64_t window = 32;  // SnapKV: the queries that observe (the last of a prompt chunk)
   int64_t pool = 7;     // SnapKV: the max-pooling kernel over positions (odd; 1: none)
   double alpha = 0.9;   // A2SF: the decay of accumulated attention per query
+  double tau = 1.0;     // Keyformer: the temperature of its Gumbel softmax (the paper's tau
+                        // grows from 1 to 2 over a generation; here it is fixed)
   bool on() const { return policy != EvictPolicy::None; }
 };
 
-// "none", "streaming", "h2o", "snapkv", "vatp", "a2sf" and back; UsageError for another name.
+// "none", "streaming", "h2o", "snapkv", "vatp", "a2sf", "keyformer" and back; UsageError for another name.
 EvictPolicy parse_evict_policy(std::string_view name);
 std::string evict_policy_name(EvictPolicy p);
 // The options with the policy's defaults filled in (sinks, recent).
 EvictOptions resolved(const EvictOptions& o);
 // UsageError unless the budget is at least 1 and holds the sinks and the recent window, the
-// window and pool are positive, the pool odd, alpha in (0, 1].
+// window and pool are positive, the pool odd, alpha in (0, 1], tau positive.
 void check_evict_options(const EvictOptions& o);
 // The KV cache tokens a context with eviction needs: n_seq sequences of the budget plus a
 // forward chunk of n_batch (and a block of slack), or 0 (room for n_ctx each) when that is no

@@ -224,7 +224,9 @@ void Context::begin_evict_chunk(const ChunkLayout& layout) {
     const SeqRun& r = layout.runs[i];
     kv::EvictScores& sc = evict_scores_[static_cast<size_t>(r.seq)];
     kv::begin_chunk(evict_, sc, r.pos0, static_cast<int64_t>(r.rows.size()), evict_weights_[i]);
-    s_.attn_probs.push_back({sc.acc.data(), sc.stride, evict_weights_[i].data()});
+    ops::ProbSums sums{sc.acc.data(), sc.stride, evict_weights_[i].data()};
+    if (evict_.policy == kv::EvictPolicy::Keyformer) sums.tau = static_cast<float>(evict_.tau);
+    s_.attn_probs.push_back(sums);
   }
 }
 

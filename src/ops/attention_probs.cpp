@@ -10,6 +10,18 @@
 
 namespace squeeze::ops {
 
+float gumbel_noise(uint64_t seed, int64_t query, int64_t head, int64_t key) {
+  uint64_t x = seed ^ (static_cast<uint64_t>(query) * 0x9e3779b97f4a7c15ULL) ^
+               (static_cast<uint64_t>(head) << 48) ^ (static_cast<uint64_t>(key) * 0xc2b2ae3d27d4eb4fULL);
+  x ^= x >> 30;  // splitmix64's finaliser
+  x *= 0xbf58476d1ce4e5b9ULL;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebULL;
+  x ^= x >> 31;
+  const double u = (static_cast<double>(x >> 11) + 0.5) * (1.0 / 9007199254740992.0);  // (0, 1)
+  return static_cast<float>(-std::log(-std::log(u)));
+}
+
 void attention_probs(const AttentionShape& shape, const float* q, int64_t n_tokens, int64_t pos0,
                      const KvView& kv, const ProbSums& sums, ThreadPool& pool,
                      std::vector<float>& scratch) {
@@ -45,6 +57,11 @@ void attention_probs(const AttentionShape& shape, const float* q, int64_t n_toke
         f16k.quantize_row(q + (t * shape.n_head + h) * hd, q16, hd);
         ak.qk_f16(q16, kv.k + hk * hd, kv.row_stride, kv.cells.data() + lo, n_kv - lo, hd,
                   shape.scale, scores);
+        if (sums.tau > 0) {
+          for (int64_t j = 0; j < n_kv - lo; ++j) {
+            scores[j] = (scores[j] + gumbel_noise(sums.seed, pos0 + t, h, lo + j)) / sums.tau;
+          }
+        }
         ak.softmax(scores, n_kv - lo);
         float* a = mine + hk * n_ctx + lo;
         for (int64_t j = 0; j < n_kv - lo; ++j) a[j] += w * scores[j];

@@ -19,7 +19,15 @@ struct ProbSums {
   float* acc = nullptr;       // [n_head_kv, stride], stride > pos0 + n_tokens - 1
   int64_t stride = 0;
   const float* weights = nullptr;  // [n_tokens] or null
+  // Keyformer's Gumbel softmax in place of the probabilities when tau > 0: softmax_j((s_j +
+  // g_j) / tau) of the scaled scores s_j, g_j = gumbel_noise(seed, pos0 + t, h, j).
+  float tau = 0;
+  uint64_t seed = 0;
 };
+
+// A standard Gumbel sample, -log(-log(u)), u uniform in (0, 1) drawn from a hash of the four
+// numbers: the same noise for the same query position, head and key, whatever the threads.
+float gumbel_noise(uint64_t seed, int64_t query, int64_t head, int64_t key);
 
 // q: [n_tokens, n_head * head_dim], rotary applied (scaled already when shape.scale is 1).
 void attention_probs(const AttentionShape& shape, const float* q, int64_t n_tokens, int64_t pos0,

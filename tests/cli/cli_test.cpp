@@ -144,7 +144,7 @@ TEST(Cli, KvCacheOptions) {
 // errors.
 TEST(Cli, KvEvictionOptions) {
   const std::string m = write_file("squeeze_cli_evict.gguf", tiny_bytes());
-  for (const char* p : {"streaming", "h2o", "snapkv", "vatp", "a2sf"}) {
+  for (const char* p : {"streaming", "h2o", "snapkv", "vatp", "a2sf", "keyformer"}) {
     const Result r = squeeze_cmd("run -m " + m + " -p 'hello there, how are you' -n 40 --temp 0 "
                                  "--ctx 128 --kv-evict " + std::string(p) + " --kv-budget 0.25");
     EXPECT_EQ(r.rc, 0) << p << ": " << r.err;
@@ -157,6 +157,7 @@ TEST(Cli, KvEvictionOptions) {
   expect_clean_error(squeeze_cmd(run + "--kv-evict h2o --kv-budget 0"), "--kv-budget");
   expect_clean_error(squeeze_cmd(run + "--kv-evict h2o --kv-budget 16 --kv-evict-alpha 0.5"), "--kv-evict-alpha");
   expect_clean_error(squeeze_cmd(run + "--kv-evict-window 8"), "--kv-evict-window");
+  expect_clean_error(squeeze_cmd(run + "--kv-evict keyformer --kv-budget 16 --kv-evict-tau 0"), "tau");
   expect_clean_error(squeeze_cmd(run + "--kv-evict snapkv --kv-budget 64 --kv-evict-pool 4"), "pooling");
   expect_clean_error(squeeze_cmd(run + "--kv-evict h2o --kv-budget 16 --kv-type q4 --kv-group 16"), "f16");
   expect_clean_error(squeeze_cmd("serve -m " + m + " --kv-evict h2o"), "--kv-evict");

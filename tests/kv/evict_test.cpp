@@ -122,6 +122,7 @@ TEST(Evict, BadOptionsAreClearErrors) {
   EXPECT_THROW(parse_evict_policy("lru"), UsageError);
   EXPECT_EQ(parse_evict_policy("snapkv"), EvictPolicy::SnapKV);
   EXPECT_EQ(evict_policy_name(EvictPolicy::A2SF), "a2sf");
+  EXPECT_EQ(parse_evict_policy("keyformer"), EvictPolicy::Keyformer);
   EXPECT_THROW(check_evict_options(opts(EvictPolicy::H2O, 0)), UsageError);
   EXPECT_THROW(check_evict_options(opts(EvictPolicy::H2O, 8, 4, 5)), UsageError);
   EvictOptions o = opts(EvictPolicy::SnapKV, 64);
@@ -133,6 +134,11 @@ TEST(Evict, BadOptionsAreClearErrors) {
   o = opts(EvictPolicy::A2SF, 64);
   o.alpha = 1.5;
   EXPECT_THROW(check_evict_options(o), UsageError);
+  o = opts(EvictPolicy::Keyformer, 64);
+  o.tau = 0;
+  EXPECT_THROW(check_evict_options(o), UsageError);
+  o.tau = 2;
+  EXPECT_EQ(describe(o), "keyformer (budget 64, sinks 0, recent 32, tau 2)");
   EXPECT_NO_THROW(check_evict_options(opts(EvictPolicy::Streaming, 64)));
   EXPECT_EQ(describe(opts(EvictPolicy::Streaming, 64)), "streaming (budget 64, sinks 4, recent 60)");
   EXPECT_EQ(evict_capacity(opts(EvictPolicy::H2O, 1000), 8192, 256, 2), 2 * (1000 + 256 + 64));

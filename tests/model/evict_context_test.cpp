@@ -65,7 +65,7 @@ TEST(EvictContext, ABudgetAboveEveryTokenChangesNothing) {
     const auto m = tiny(arch);
     const std::vector<float> base = run(*m, {});
     for (const auto p : {kv::EvictPolicy::Streaming, kv::EvictPolicy::H2O, kv::EvictPolicy::SnapKV,
-                         kv::EvictPolicy::VATP, kv::EvictPolicy::A2SF}) {
+                         kv::EvictPolicy::VATP, kv::EvictPolicy::A2SF, kv::EvictPolicy::Keyformer}) {
       EXPECT_EQ(run(*m, policy(p, 200)), base) << arch << " " << kv::evict_policy_name(p);
     }
   }
@@ -75,7 +75,7 @@ TEST(EvictContext, EveryPolicyKeepsItsBudgetAndChangesTheLogits) {
   const auto m = tiny("llama");
   const std::vector<float> base = run(*m, {});
   for (const auto p : {kv::EvictPolicy::Streaming, kv::EvictPolicy::H2O, kv::EvictPolicy::SnapKV,
-                       kv::EvictPolicy::VATP, kv::EvictPolicy::A2SF}) {
+                       kv::EvictPolicy::VATP, kv::EvictPolicy::A2SF, kv::EvictPolicy::Keyformer}) {
     const kv::EvictOptions o = policy(p, 40);
     // A cache of the budget and one chunk is enough.
     const std::vector<float> l = run(*m, o, kv::evict_capacity(o, 256, 24, 1));

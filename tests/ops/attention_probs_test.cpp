@@ -1,5 +1,6 @@
 // attention_probs against a double-precision softmax of the same products: GQA groups, a
-// sliding window, weights (zero ones skipped), paged cells out of order, and sums added to.
+// sliding window, weights (zero ones skipped), paged cells out of order, sums added to, and
+// Keyformer's Gumbel softmax (noise on the logits, a temperature).
 #include "ops/attention_probs.h"
 
 #include <gtest/gtest.h>
@@ -13,7 +14,24 @@
 namespace squeeze::ops {
 namespace {
 
+TEST(AttentionProbs, GumbelNoiseIsStandardGumbel) {
+  // Mean: the Euler-Mascheroni constant; variance pi^2 / 6; different for each argument.
+  double sum = 0, sq = 0;
+  const int n = 200000;
+  for (int i = 0; i < n; ++i) {
+    const double g = gumbel_noise(1, i, i % 7, i / 3);
+    sum += g;
+    sq += g * g;
+  }
+  const double mean = sum / n;
+  EXPECT_NEAR(mean, 0.5772, 0.01);
+  EXPECT_NEAR(sq / n - mean * mean, 1.6449, 0.03);
+  EXPECT_NE(gumbel_noise(1, 2, 3, 4), gumbel_noise(1, 2, 3, 5));
+  EXPECT_EQ(gumbel_noise(1, 2, 3, 4), gumbel_noise(1, 2, 3, 4));
+}
+
 TEST(AttentionProbs, EqualsASoftmaxInDouble) {
+  for (const float tau : {0.0f, 1.5f})
   for (const int64_t window : {int64_t{0}, int64_t{5}}) {
     const AttentionShape shape{4, 2, 16, 0.25f, window};
     const int64_t n_tok = 6, pos0 = 9, n = pos0 + n_tok, row = 2 * 16, stride = n + 3;
@@ -30,7 +48,7 @@ TEST(AttentionProbs, EqualsASoftmaxInDouble) {
     ThreadPool pool(2);
     std::vector<float> scratch;
     attention_probs(shape, q.data(), n_tok, pos0, KvView{k.data(), v.data(), row, cells},
-                    {acc.data(), stride, w.data()}, pool, scratch);
+                    {acc.data(), stride, w.data(), tau, 42}, pool, scratch);
     std::vector<double> want(acc.size(), 1.0);
     for (int64_t t = 0; t < n_tok; ++t) {
       for (int h = 0; h < 4; ++h) {
@@ -43,7 +61,7 @@ TEST(AttentionProbs, EqualsASoftmaxInDouble) {
           for (int c = 0; c < 16; ++c) {
             d += static_cast<double>(q[(t * 4 + h) * 16 + c]) * f16_to_f32(k[cells[j] * row + hk * 16 + c]);
           }
-          s.push_back(0.25 * d);
+          s.push_back(tau > 0 ? (0.25 * d + gumbel_noise(42, pos0 + t, h, j)) / tau : 0.25 * d);
           mx = std::max(mx, s.back());
         }
         double sum = 0;
@@ -51,7 +69,7 @@ TEST(AttentionProbs, EqualsASoftmaxInDouble) {
         for (int64_t j = lo; j <= hi; ++j) want[hk * stride + j] += w[t] * s[j - lo] / sum;
       }
     }
-    for (size_t i = 0; i < acc.size(); ++i) EXPECT_NEAR(acc[i], want[i], 1e-5) << i << " window " << window;
+    for (size_t i = 0; i < acc.size(); ++i) EXPECT_NEAR(acc[i], want[i], 1e-5) << i << " window " << window << " tau " << tau;
   }
 }
 

@@ -29,7 +29,7 @@ MODEL = os.path.join(ROOT, "models", "SmolLM2-135M-Instruct.Q4_1.gguf")
 LLAMA = os.path.join(ROOT, "tools", ".llamacpp", "build", "bin", "llama-perplexity")
 
 
-EVICT_POLICIES = ("streaming", "h2o", "snapkv", "vatp", "a2sf")
+EVICT_POLICIES = ("streaming", "h2o", "snapkv", "vatp", "a2sf", "keyformer")
 EVICT_BUDGETS = ("0.5", "0.25", "0.125")
 
 

@@ -36,10 +36,17 @@ int cmd_serve(int argc, char** argv) {
   app.add_option("--parallel", ec.parallel, "sequences decoded together at most")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{256}));
-  app.add_option("--kv-tokens", ec.kv_tokens,
-                 "KV cache capacity in tokens, shared by the sequences (default: --ctx per "
-                 "--parallel sequence)")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 26));
+  auto* kv_tokens_opt =
+      app.add_option("--kv-tokens", ec.kv_tokens,
+                     "KV cache capacity in tokens, shared by the sequences (default: --ctx per "
+                     "--parallel sequence)")
+          ->check(CLI::Range(int64_t{1}, int64_t{1} << 26));
+  double kv_mib = 0;
+  app.add_option("--kv-mib", kv_mib,
+                 "KV cache capacity as memory: the tokens whose storage (codes, and the blocks "
+                 "a quantized cache holds in half) fits in this many MiB")
+      ->check(CLI::Range(0.001, 1048576.0))
+      ->excludes(kv_tokens_opt);
   app.add_option("--batch-tokens", ec.batch_tokens, "tokens per forward step (decodes + prompt chunks)")
       ->capture_default_str()
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 16));
@@ -76,6 +83,16 @@ int cmd_serve(int argc, char** argv) {
     ThreadPool pool(mo.resolved_threads());
     ec.n_ctx = mo.n_ctx;
     ec.kv = mo.kv.resolved();
+    if (kv_mib > 0) {
+      const model::HParams& hp = model->hparams();
+      ec.kv_tokens = kv::tokens_for_memory(ec.kv, hp.n_layer, hp.n_head_kv * hp.head_dim,
+                                           static_cast<size_t>(kv_mib * 1048576.0), ec.parallel,
+                                           ec.batch_tokens);
+      if (ec.kv_tokens < mo.n_ctx) {
+        throw UsageError("--kv-mib " + std::to_string(kv_mib) + " holds " + std::to_string(ec.kv_tokens) +
+                         " tokens, less than one sequence of --ctx " + std::to_string(mo.n_ctx));
+      }
+    }
     if (ec.kv_tokens == 0) ec.kv_tokens = mo.n_ctx * ec.parallel;
     serve::Engine engine(*model, tok, pool, ec);
     const auto sparsity = enable_act_sparsity(*model, mo.act_sparsity, engine.context(), pool);

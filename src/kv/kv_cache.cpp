@@ -86,6 +86,25 @@ size_t KvCache::bytes_per_token() const {
   return static_cast<size_t>(n_layer_) * qbytes_ / static_cast<size_t>(block_);
 }
 
+size_t bytes_per_token(const KvOptions& o, int64_t n_layer, int64_t row) {
+  return KvCache(1, row, block_tokens(o), 1, o).bytes_per_token() * static_cast<size_t>(n_layer);
+}
+
+int64_t tokens_for_memory(const KvOptions& o, int64_t n_layer, int64_t row, size_t bytes,
+                          int64_t n_seq, int64_t batch_tokens) {
+  check_kv_options(o, row);
+  const int64_t block = block_tokens(o);
+  const size_t per_token = bytes_per_token(o, n_layer, row);
+  if (o.quantized()) {
+    const int64_t per_seq = blocks_for(o.recent, block) + blocks_for(o.sinks, block) + 1;
+    const int64_t hot = n_seq * per_seq + blocks_for(batch_tokens, block) + 1;
+    const size_t hot_bytes = static_cast<size_t>(hot * block * 2 * n_layer * row) * sizeof(f16_t);
+    if (hot_bytes >= bytes) return 0;
+    bytes -= hot_bytes;
+  }
+  return static_cast<int64_t>(bytes / per_token) / block * block;
+}
+
 const KvCache::SeqTable& KvCache::table(int64_t seq) const {
   if (seq < 0 || seq >= n_seq()) {
     throw UsageError("no sequence " + std::to_string(seq) + " in a KV cache of " +
@@ -167,6 +186,27 @@ void KvCache::freeze_old(const SeqTable& t) {
   }
 }
 
+void KvCache::drop_hot(int32_t b) {
+  std::vector<f16_t>& h = hot_[static_cast<size_t>(b)];
+  if (h.empty()) return;
+  std::vector<f16_t>().swap(h);
+  --n_hot_;
+}
+
+void KvCache::release(int32_t b) {
+  // A quantized block nobody will reference holds no half rows: freed ones none at all, ones
+  // kept for the prefix cache as codes. So the half rows held are those of running sequences
+  // (tokens_for_memory sets them aside).
+  if (opt_.quantized() && blocks_.refs(b) == 1 && !frozen(b)) {
+    if (blocks_.published(b)) {
+      freeze(b);
+    } else {
+      drop_hot(b);
+    }
+  }
+  blocks_.release(b);
+}
+
 f16_t* KvCache::hot(int32_t b) {
   std::vector<f16_t>& h = hot_[static_cast<size_t>(b)];
   if (h.empty()) {
@@ -204,8 +244,7 @@ void KvCache::freeze(int32_t b) {
       }
     }
   }
-  std::vector<f16_t>().swap(hot_[static_cast<size_t>(b)]);
-  --n_hot_;
+  drop_hot(b);
   frozen_[static_cast<size_t>(b)] = 1;
 }
 
@@ -278,7 +317,7 @@ void KvCache::truncate(int64_t seq, int64_t n) {
 
 void KvCache::release_past(SeqTable& t) {
   const auto keep = static_cast<size_t>(blocks_for(t.len, block_));
-  for (size_t i = keep; i < t.blocks.size(); ++i) blocks_.release(t.blocks[i]);
+  for (size_t i = keep; i < t.blocks.size(); ++i) release(t.blocks[i]);
   t.blocks.resize(std::min(keep, t.blocks.size()));
 }
 
@@ -364,10 +403,7 @@ void KvCache::copy_block(int32_t src, int32_t dst) {
   const int64_t c0 = src * block_, d0 = dst * block_;
   if (opt_.quantized() && frozen(src)) {
     for (int64_t il = 0; il < n_layer_; ++il) std::copy_n(codes(il, src), qbytes_, codes(il, dst));
-    if (!hot_[static_cast<size_t>(dst)].empty()) {
-      std::vector<f16_t>().swap(hot_[static_cast<size_t>(dst)]);
-      --n_hot_;
-    }
+    drop_hot(dst);
     frozen_[static_cast<size_t>(dst)] = 1;
   } else if (opt_.quantized()) {
     const f16_t* from = hot(src);

@@ -130,6 +130,10 @@ class KvCache {
   };
   const SeqTable& table(int64_t seq) const;
   SeqTable& table(int64_t seq) { return const_cast<SeqTable&>(std::as_const(*this).table(seq)); }
+  // One reference less to block b (release_past's step).
+  void release(int32_t b);
+  // Frees block b's half rows, if it has them.
+  void drop_hot(int32_t b);
   // Releases t's blocks past its len.
   void release_past(SeqTable& t);
   // Copies block src's cells (rows of every layer, metadata) into dst.
@@ -169,6 +173,16 @@ class KvCache {
   size_t qbytes_ = 0;
   std::vector<uint8_t> q_;                     // [n_layer, n_blocks, qbytes_]
 };
+
+// Bytes a token takes in the fixed storage of a cache with these options (KvCache::
+// bytes_per_token), for n_layer layers of rows of `row` values.
+size_t bytes_per_token(const KvOptions& o, int64_t n_layer, int64_t row);
+// The capacity in tokens (whole blocks) whose memory stays within `bytes` when n_seq sequences
+// run forward steps of up to batch_tokens tokens: the fixed storage, and for a quantized cache
+// the blocks held in half set aside first (per sequence its recent window, sinks and unfinished
+// block; per step the blocks its new tokens fill before they freeze). 0 when nothing fits.
+int64_t tokens_for_memory(const KvOptions& o, int64_t n_layer, int64_t row, size_t bytes,
+                          int64_t n_seq, int64_t batch_tokens);
 
 // The prefix cache's key of a full block: a hash of the previous block's key (0 for the first)
 // and the block's token ids.

@@ -183,6 +183,8 @@ bool Engine::step() {
   metrics_.waiting = sched_.n_waiting();
   metrics_.kv_blocks_used = ctx_.kv().blocks().n_used();
   metrics_.kv_blocks_cached_idle = ctx_.kv().blocks().n_cached_idle();
+  metrics_.kv_bytes = static_cast<int64_t>(ctx_.kv().bytes());
+  metrics_.kv_bytes_peak = std::max(metrics_.kv_bytes_peak, metrics_.kv_bytes);
   queued_ = static_cast<int64_t>(incoming_.size()) + sched_.n_waiting();
   return !plan.items.empty() || !plan.dropped.empty();
 }

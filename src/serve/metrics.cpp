@@ -55,6 +55,8 @@ std::string prometheus_text(const EngineMetrics& m) {
   gauge("kv_blocks_total", "KV cache blocks.", m.kv_blocks_total);
   gauge("kv_blocks_cached_idle", "Unreferenced KV blocks kept for the prefix cache.",
         m.kv_blocks_cached_idle);
+  gauge("kv_bytes", "KV cache memory: fixed storage plus blocks held in half.", m.kv_bytes);
+  gauge("kv_bytes_peak", "The most KV cache memory held so far.", m.kv_bytes_peak);
   append_histogram(out, "squeeze:time_to_first_token_seconds",
                    "Time from a request's arrival to its first generated token.",
                    m.time_to_first_token);

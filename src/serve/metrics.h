@@ -34,6 +34,8 @@ struct EngineMetrics {
   int64_t kv_blocks_used = 0;
   int64_t kv_blocks_total = 0;
   int64_t kv_blocks_cached_idle = 0;
+  int64_t kv_bytes = 0;          // the cache's memory now (KvCache::bytes) and its peak
+  int64_t kv_bytes_peak = 0;
   Histogram time_to_first_token{{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}};
   Histogram inter_token_latency{{0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5}};
 };

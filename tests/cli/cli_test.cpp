@@ -163,6 +163,14 @@ TEST(Cli, KvEvictionOptions) {
   expect_clean_error(squeeze_cmd("serve -m " + m + " --kv-evict h2o"), "--kv-evict");
 }
 
+// serve sized by memory: too little for one sequence, or with --kv-tokens too, is an error.
+TEST(Cli, ServeKvMib) {
+  const std::string m = write_file("squeeze_cli_kvmib.gguf", tiny_bytes());
+  expect_clean_error(squeeze_cmd("serve -m " + m + " --ctx 64 --kv-mib 0.001"), "--kv-mib");
+  expect_clean_error(squeeze_cmd("serve -m " + m + " --ctx 64 --kv-mib 1 --kv-tokens 128"), "--kv-tokens");
+  expect_clean_error(squeeze_cmd("serve -m " + m + " --ctx 64 --kv-mib 0.01 --kv-type q4 --kv-group 16"), "--kv-mib");
+}
+
 // `squeeze --help` names every value SQUEEZE_ISA takes (core/cpu.cpp: scalar, avx2, avx512, amx).
 TEST(Cli, TopLevelHelpNamesEveryIsa) {
   const Result r = squeeze_cmd("--help");

@@ -188,5 +188,42 @@ TEST(KvCacheQuantized, PerTokenKeysForkCopyAndTruncate) {
   EXPECT_THROW(c.view(0, {}), UsageError);
 }
 
+// Sizing by memory: sequences filling their share of the tokens, in steps of the batch, never
+// take more than the bytes given; a released sequence leaves no half rows behind (its full
+// blocks stay in the prefix index as codes).
+TEST(KvCacheQuantized, TokensForMemoryStayWithinTheBytes) {
+  const size_t budget = 1 << 20;
+  for (const KvOptions o : {KvOptions{}, KvOptions{KvType::Q4, KeyAxis::Channel, 32, 64, 0},
+                            KvOptions{KvType::Q4, KeyAxis::Channel, 32, 0, 32}}) {
+    const int64_t n_seq = 3, batch = 48;
+    const int64_t tokens = tokens_for_memory(o, kLayers, kRow, budget, n_seq, batch);
+    ASSERT_GT(tokens, 0) << describe(o);
+    EXPECT_EQ(tokens % block_tokens(o), 0);
+    EXPECT_EQ(bytes_per_token(o, kLayers, kRow), KvCache(kLayers, kRow, 64, 1, o).bytes_per_token());
+    KvCache c(kLayers, kRow, tokens, n_seq, o);
+    size_t peak = 0;
+    // Round robin in steps of batch / n_seq tokens until the cache is full.
+    for (bool grew = true; grew;) {
+      grew = false;
+      for (int64_t s = 0; s < n_seq; ++s) {
+        const int64_t n = batch / n_seq;
+        if (c.blocks_needed(s, n) > c.blocks().n_available()) continue;
+        append(c, s, n);
+        grew = true;
+        peak = std::max(peak, c.bytes());
+      }
+    }
+    EXPECT_LE(peak, budget) << describe(o);
+    EXPECT_GT(peak, budget * 3 / 4) << describe(o) << ": the memory should be used";
+    if (o.quantized()) {
+      EXPECT_GT(c.n_hot_blocks(), 0);
+      for (int64_t s = 0; s < n_seq; ++s) c.truncate(s, 0);
+      EXPECT_EQ(c.n_hot_blocks(), 0) << describe(o);
+    }
+  }
+  // Less than the half rows set aside: nothing fits.
+  EXPECT_EQ(tokens_for_memory({KvType::Q4, KeyAxis::Channel, 64, 128, 0}, 30, 192, 1 << 20, 16, 256), 0);
+}
+
 }  // namespace
 }  // namespace squeeze::kv

@@ -12,6 +12,10 @@
   bench/serve_load.py soak   [--clients-soak 32] [--requests 200]
       clients x requests on one squeeze server, twice: failed requests, RSS after the first pass
       and after the second (growth), every greedy response against the same request run alone
+  bench/serve_load.py kvmem  [--kv-mib 180] [--clients 16]
+      one KV memory (--kv-mib) shared by --clients requests of about --ctx tokens each (prompt
+      and output), with an f16 cache and with 4-bit ones: the most sequences running at once
+      (polled from /metrics), the peak KV memory, preemptions (--no-prefix-cache: no sharing)
 
 Every request is greedy (temperature 0) over /v1/completions, streamed with usage; prompts are
 lines of WikiText-2 validation (../shared/data), of mixed lengths, with mixed max_tokens
@@ -25,10 +29,12 @@ import http.client
 import json
 import os
 import random
+import re
 import socket
 import statistics
 import subprocess
 import sys
+import threading
 import time
 
 root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -106,6 +112,7 @@ def complete(port, prompt, max_tokens, timeout=600):
                 res["text"] += c.get("text") or ""
             if chunk.get("usage"):
                 res["tokens"] = chunk["usage"]["completion_tokens"]
+                res["prompt_tokens"] = chunk["usage"].get("prompt_tokens", 0)
         conn.close()
         res["ok"] = done
         if not done:
@@ -278,9 +285,73 @@ def cmd_soak(a):
     return out
 
 
+KVMEM_CACHES = [("f16", []),
+                ("q4, g64, R 128", ["--kv-type", "q4"]),
+                ("q4, g64, R 0", ["--kv-type", "q4", "--kv-recent", "0"])]
+
+
+def cmd_kvmem(a):
+    clients = int(a.clients.split(",")[-1])
+    out_tokens = 64
+    # Prompts of about ctx - out_tokens tokens (WikiText runs about 1.35 tokens a word).
+    words = " ".join(corpus_lines()).split()
+    n_words = int((a.ctx - out_tokens) / 1.45)
+    rng = random.Random(a.seed)
+    requests = []
+    for _ in range(clients):
+        start = rng.randrange(0, len(words) - n_words)
+        requests.append((" ".join(words[start:start + n_words]), out_tokens))
+    rows = []
+    for name, extra in KVMEM_CACHES:
+        srv = Server([a.squeeze, "serve", "-m", a.model, "--port", "0", "-t", str(a.threads),
+                      "--ctx", str(a.ctx), "--parallel", str(clients), "--kv-mib", str(a.kv_mib),
+                      "--queue", str(2 * clients), "--no-prefix-cache", *extra])
+        try:
+            peak = {"running": 0, "kv_bytes_peak": 0}
+            stop = False
+
+            def poll():
+                while not stop:
+                    m = srv.metrics()
+                    peak["running"] = max(peak["running"], m.get("squeeze:sequences_running", 0))
+                    peak["kv_bytes_peak"] = m.get("squeeze:kv_bytes_peak", 0)
+                    time.sleep(0.1)
+
+            poller = threading.Thread(target=poll, daemon=True)
+            poller.start()
+            t0 = time.perf_counter()
+            with concurrent.futures.ThreadPoolExecutor(clients) as pool:
+                results = list(pool.map(lambda rq: complete(srv.port, *rq), requests))
+            wall = time.perf_counter() - t0
+            stop = True
+            poller.join()
+            m = srv.metrics()
+            capacity = next((ln for ln in srv.log if "KV cache" in ln), "").strip()
+            cap = re.search(r"KV cache (\d+) tokens", capacity)
+        finally:
+            srv.kill()
+        ok = [r for r in results if r["ok"]]
+        lengths = [r.get("prompt_tokens", 0) + r["tokens"] for r in ok]
+        rows.append({"cache": name, "failed": len(results) - len(ok),
+                     "kv_tokens": int(cap.group(1)) if cap else None,
+                     "peak_running": int(peak["running"]), "kv_mib_peak": m.get("squeeze:kv_bytes_peak", 0) / 2**20,
+                     "preemptions": int(m.get("squeeze:preemptions_total", 0)),
+                     "mean_tokens": statistics.mean(lengths) if lengths else 0, "wall_s": wall})
+        print(f"{name}: {rows[-1]}", file=sys.stderr, flush=True)
+    base = rows[0]["peak_running"] or 1
+    print(f"| KV cache (--kv-mib {a.kv_mib}) | tokens of room | sequences at once | vs f16 | peak KV MiB "
+          f"| preemptions | tokens per sequence | failed | seconds |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['cache']} | {r['kv_tokens']} | {r['peak_running']} | {r['peak_running'] / base:.2f}x "
+              f"| {r['kv_mib_peak']:.1f} | {r['preemptions']} | {r['mean_tokens']:.0f} | {r['failed']} "
+              f"| {r['wall_s']:.0f} |")
+    return rows
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("scenario", choices=["load", "prefix", "soak"])
+    p.add_argument("scenario", choices=["load", "prefix", "soak", "kvmem"])
     p.add_argument("--squeeze", default=os.path.join(root, "build", "squeeze"))
     p.add_argument("--llama-server", default="",
                    help="llama-server binary (tools/build_llamacpp.sh llama-server); empty: squeeze only")
@@ -297,6 +368,8 @@ def main():
                    help="load: also squeeze --act-sparsity S, batches dense and split where faster")
     p.add_argument("--sparse-model", default="", help="the model with the sparsity table (squeeze sparsify)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--kv-mib", type=float, default=180,
+                   help="kvmem: the KV memory (180: 4 f16 sequences of 2048 tokens of SmolLM2)")
     p.add_argument("--time-limit", type=float, default=1800, help="seconds per measured run")
     p.add_argument("--out", default="", help="JSON of the figures")
     a = p.parse_args()
@@ -304,7 +377,7 @@ def main():
                             text=True).stdout.strip()
     print(f"serve_load {a.scenario}: {os.path.basename(a.model)}, {a.threads} threads, commit {commit}, "
           f"{' '.join(sys.argv[1:])}\n")
-    result = {"load": cmd_load, "prefix": cmd_prefix, "soak": cmd_soak}[a.scenario](a)
+    result = {"load": cmd_load, "prefix": cmd_prefix, "soak": cmd_soak, "kvmem": cmd_kvmem}[a.scenario](a)
     if a.out:
         with open(a.out, "w") as f:
             json.dump({"scenario": a.scenario, "commit": commit, "args": vars(a), "result": result}, f,

@@ -12,7 +12,8 @@
   bench/serve_load.py soak   [--clients-soak 32] [--requests 200]
       clients x requests on one squeeze server, twice: failed requests, RSS after the first pass
       and after the second (growth), every greedy response against the same request run alone
-  bench/serve_load.py kvmem  [--kv-mib 180] [--clients 16] [--parallel P]
+  bench/serve_load.py kvmem  [--kv-mib 180] [--clients 16] [--parallel P] [--batch-tokens B]
+                             [--out-tokens 64]
       one KV memory (--kv-mib) shared by --clients requests of about --ctx tokens each (prompt
       and output), with an f16 cache and with 4-bit ones: the most sequences running at once
       (polled from /metrics), the peak KV memory, preemptions (--no-prefix-cache: no sharing)
@@ -292,7 +293,7 @@ KVMEM_CACHES = [("f16", []),
 
 def cmd_kvmem(a):
     clients = int(a.clients.split(",")[-1])
-    out_tokens = 64
+    out_tokens = a.out_tokens
     # Prompts of about ctx - out_tokens tokens (WikiText runs about 1.24 tokens a word with
     # SmolLM2), cut further where they do not fit (fitted).
     words = " ".join(corpus_lines()).split()
@@ -306,7 +307,8 @@ def cmd_kvmem(a):
     for name, extra in KVMEM_CACHES:
         srv = Server([a.squeeze, "serve", "-m", a.model, "--port", "0", "-t", str(a.threads),
                       "--ctx", str(a.ctx), "--parallel", str(a.parallel or clients), "--kv-mib", str(a.kv_mib),
-                      "--queue", str(2 * clients), "--no-prefix-cache", *extra])
+                      "--queue", str(2 * clients), "--no-prefix-cache",
+                      *(["--batch-tokens", str(a.batch_tokens)] if a.batch_tokens else []), *extra])
         try:
             peak = {"running": 0, "kv_bytes_peak": 0}
             stop = False
@@ -353,7 +355,8 @@ def cmd_kvmem(a):
                      "mean_tokens": statistics.mean(lengths) if lengths else 0, "wall_s": wall})
         print(f"{name}: {rows[-1]}", file=sys.stderr, flush=True)
     base = rows[0]["peak_running"] or 1
-    print(f"| KV cache (--kv-mib {a.kv_mib}, --parallel {a.parallel or clients}) | tokens of room | sequences at once | vs f16 | peak KV MiB "
+    print(f"| KV cache (--kv-mib {a.kv_mib}, --parallel {a.parallel or clients}, --batch-tokens "
+          f"{a.batch_tokens or 'default'}) | tokens of room | sequences at once | vs f16 | peak KV MiB "
           f"| preemptions | tokens per sequence | failed | seconds |")
     print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
@@ -387,6 +390,12 @@ def main():
     p.add_argument("--parallel", type=int, default=0,
                    help="kvmem: serve's --parallel (0: the clients); a quantized cache sets aside "
                         "half blocks per slot, so slots past the sequences that fit cost room")
+    p.add_argument("--out-tokens", type=int, default=64,
+                   help="kvmem: tokens generated per request (the prompt fills the rest of --ctx); "
+                        "long outputs keep every admitted sequence alive together")
+    p.add_argument("--batch-tokens", type=int, default=0,
+                   help="kvmem: serve's --batch-tokens (0: its default); a quantized cache sets "
+                        "aside the half blocks one step fills")
     p.add_argument("--time-limit", type=float, default=1800, help="seconds per measured run")
     p.add_argument("--out", default="", help="JSON of the figures")
     a = p.parse_args()

@@ -37,6 +37,12 @@ Context::Context(const Model& model, int64_t n_ctx, ThreadPool& pool, int64_t n_
       s_(model.hparams(), std::max<int64_t>(1, std::min(n_batch, n_ctx))),
       cells_(static_cast<size_t>(n_seq)) {}
 
+Error Context::kv_full(const std::string& who, int64_t blocks) const {
+  return Error("KV cache full: " + who + " needs " + std::to_string(blocks) + " blocks of " +
+               std::to_string(kv_.block_tokens()) + " tokens, " +
+               std::to_string(kv_.blocks().n_available()) + " are free (raise the KV capacity)");
+}
+
 std::span<const float> Context::decode(std::span<const int32_t> tokens, bool all_logits) {
   const int64_t n = static_cast<int64_t>(tokens.size());
   return decode_from(tokens, all_logits ? 0 : std::max<int64_t>(0, n - 1));
@@ -91,14 +97,12 @@ std::span<const float> Context::decode_batch(const Batch& b) {
     n_logits += b.logits[t] != 0;
   }
   // With eviction the blocks are taken chunk by chunk (begin_evict_chunk).
-  int64_t blocks = 0;
-  for (int64_t sq = 0; sq < n_seq() && !evict_.on(); ++sq) blocks += kv_.blocks_needed(sq, next[sq] - n_past(sq));
-  if (blocks > kv_.blocks().n_available()) {
-    throw Error("KV cache full: the batch needs " + std::to_string(blocks) + " blocks of " +
-                std::to_string(kv_.block_tokens()) + " tokens, " +
-                std::to_string(kv_.blocks().n_available()) + " are free (raise the KV capacity)");
+  if (!evict_.on()) {
+    int64_t blocks = 0;
+    for (int64_t sq = 0; sq < n_seq(); ++sq) blocks += kv_.blocks_needed(sq, next[sq] - n_past(sq));
+    if (blocks > kv_.blocks().n_available()) throw kv_full("the batch", blocks);
+    for (int64_t sq = 0; sq < n_seq(); ++sq) kv_.prepare(sq, next[sq] - n_past(sq));
   }
-  for (int64_t sq = 0; sq < n_seq() && !evict_.on(); ++sq) kv_.prepare(sq, next[sq] - n_past(sq));
   logits_.resize(static_cast<size_t>(n_logits * n_vocab));
   // With prefill pruning (a skip set, head pruning), a sequence's tokens before its first token
   // with logits wanted are its prompt's: they run first, pruned (skipped layers write only their
@@ -210,12 +214,7 @@ void Context::begin_evict_chunk(const ChunkLayout& layout) {
   for (const SeqRun& r : layout.runs) {
     const auto n = static_cast<int64_t>(r.rows.size());
     const int64_t need = kv_.blocks_needed(r.seq, n);
-    if (!kv_.prepare(r.seq, n)) {
-      throw Error("KV cache full: sequence " + std::to_string(r.seq) + " needs " +
-                  std::to_string(need) + " blocks of " + std::to_string(kv_.block_tokens()) +
-                  " tokens, " + std::to_string(kv_.blocks().n_available()) +
-                  " are free (raise the KV capacity)");
-    }
+    if (!kv_.prepare(r.seq, n)) throw kv_full("sequence " + std::to_string(r.seq), need);
   }
   s_.attn_probs.clear();
   if (evict_scores_.empty()) return;

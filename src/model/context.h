@@ -5,8 +5,10 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <string>
 #include <vector>
 
+#include "core/error.h"
 #include "core/thread_pool.h"
 #include "kv/evict.h"
 #include "kv/kv_cache.h"
@@ -104,6 +106,8 @@ class Context {
   // With eviction: takes the blocks a chunk's runs need (Error when the cache is full), and
   // sets up the attention statistics its policy collects.
   void begin_evict_chunk(const ChunkLayout& layout);
+  // The error of a cache without the blocks `who` needs.
+  Error kv_full(const std::string& who, int64_t blocks) const;
   // With eviction: a sequence past the budget keeps the tokens its policy picks.
   void evict(int32_t seq);
 

@@ -77,6 +77,10 @@ void KvCacheOptions::add_to(CLI::App& app) {
                      "newest tokens kept in f16 (whole blocks; KIVI's R)")
           ->capture_default_str(),
       app.add_option("--kv-sinks", parsed.sinks, "first tokens kept in f16 (whole blocks)")
+          ->capture_default_str(),
+      app.add_option("--kv-outliers", parsed.outliers,
+                     "fraction of each frozen block's keys and of its values kept aside in f16 "
+                     "(KVQuant's dense-and-sparse: 0.01), the codes fitting the rest")
           ->capture_default_str()};
 }
 

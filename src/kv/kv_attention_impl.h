@@ -17,6 +17,7 @@ struct UnitShape {
   int64_t hd = 0, block = 0, group = 0, row = 0;
   int bits = 0;
   bool k_channel = true;
+  bool outliers = false;  // frozen blocks hold outliers (--kv-outliers)
   float scale = 0;
   int64_t window = 0;
   void (*softmax)(float* x, int64_t n) = nullptr;

@@ -15,6 +15,31 @@ bool fast_values(const UnitShape&, const FrozenBlock&, const Unit&, int64_t, int
 }
 #endif
 
+// The outliers of the frozen blocks over positions [lo, end) of the unit's kv head: keys (kv 0)
+// add scale * q . delta to the scores, values (kv 1) p * delta to o.
+inline void add_outliers(const UnitShape& s, const Unit& u, int64_t lo, int64_t end, int kv,
+                         float* scores, int64_t n, float* o) {
+  const int64_t B = s.block, hd = s.hd, c0 = u.hk * hd;
+  for (int64_t i = lo / B; i * B < end; ++i) {
+    const int32_t b = u.cells[i * B] / static_cast<int32_t>(B);
+    if (!s.kv->frozen(b)) continue;
+    const FrozenBlock f = s.kv->frozen_block(s.il, b);
+    float* block = scores + i * B - lo;  // token t's score (or probability) at block[h * n + t]
+    for (const Outlier* e = kv == 0 ? f.k_out : f.v_out, *last = e + f.n_out; e != last; ++e) {
+      const int64_t t = e->t, d = e->c - c0;
+      if (d < 0 || d >= hd || i * B + t < lo || i * B + t >= end) continue;
+      const float delta = f16_to_f32(e->delta);
+      for (int64_t h = 0; h < u.n_q; ++h) {
+        if (kv == 0) {
+          block[h * n + t] += s.scale * (u.q[u.heads[h] * hd + d] * delta);
+        } else {
+          o[h * hd + d] += block[h * n + t] * delta;
+        }
+      }
+    }
+  }
+}
+
 inline void attend_unit(const UnitShape& s, const Unit& u, float* scratch) {
   const int64_t B = s.block, hd = s.hd, n_q = u.n_q;
   const int64_t end = u.pos + 1;
@@ -80,6 +105,7 @@ inline void attend_unit(const UnitShape& s, const Unit& u, float* scratch) {
       for (int64_t t = t0; t < t1; ++t) s_block[h * n + t] = s.scale * acc[t];
     }
   }
+  if (s.outliers) add_outliers(s, u, lo, end, 0, scores, n, nullptr);
   for (int64_t h = 0; h < n_q; ++h) s.softmax(scores + h * n, n);
   std::fill_n(o, n_q * hd, 0.0f);
   std::fill_n(cst, n_q * n_groups, 0.0f);
@@ -118,6 +144,7 @@ inline void attend_unit(const UnitShape& s, const Unit& u, float* scratch) {
       }
     }
   }
+  if (s.outliers) add_outliers(s, u, lo, end, 1, scores, n, o);
   for (int64_t h = 0; h < n_q; ++h) {
     float* out = u.out + u.heads[h] * hd;
     for (int64_t g = 0, d0 = 0; g < n_groups; ++g) {

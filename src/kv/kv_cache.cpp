@@ -69,8 +69,9 @@ KvCache::KvCache(int64_t n_layer, int64_t row, int64_t n_tokens, int64_t n_seq,
   v_stride_ = packed_bytes(row_, bits);
   k_params_ = static_cast<size_t>(channel ? row_ : block_ * (row_ / opt_.group));
   v_params_ = static_cast<size_t>(block_ * (row_ / opt_.group));
+  n_out_ = outlier_count(opt_, block_, row_);
   qbytes_ = k_codes_bytes_ + static_cast<size_t>(block_) * v_stride_ +
-            (k_params_ + v_params_) * sizeof(QuantParams);
+            (k_params_ + v_params_) * sizeof(QuantParams) + static_cast<size_t>(2 * n_out_) * sizeof(Outlier);
   q_.resize(static_cast<size_t>(n_layer_ * n_blocks()) * qbytes_);
   hot_.resize(static_cast<size_t>(n_blocks()));
   frozen_.assign(static_cast<size_t>(n_blocks()), 0);
@@ -219,7 +220,7 @@ f16_t* KvCache::hot(int32_t b) {
 void KvCache::freeze(int32_t b) {
   const int bits = kv_bits(opt_.type);
   const f16_t* h = hot(b);
-  std::vector<float> rows(static_cast<size_t>(block_ * row_));
+  std::vector<float> rows(static_cast<size_t>(block_ * row_)), original(static_cast<size_t>(n_out_));
   for (int64_t il = 0; il < n_layer_; ++il) {
     // The block's pieces, writable (frozen_block reads them).
     const FrozenBlock f = frozen_block(il, b);
@@ -230,17 +231,31 @@ void KvCache::freeze(int32_t b) {
     for (int kv = 0; kv < 2; ++kv) {
       const f16_t* src = h + (il * 2 + kv) * block_ * row_;
       for (size_t i = 0; i < rows.size(); ++i) rows[i] = f16_to_f32(src[i]);
-      if (kv == 0 && opt_.k_axis == KeyAxis::Channel) {
+      const bool by_column = kv == 0 && opt_.k_axis == KeyAxis::Channel;
+      // Outliers: taken out of the quantizer's ranges, kept as what their codes miss. Unused
+      // entries (every group down to two) stay (0, 0) with no difference, first in the order.
+      auto* out = const_cast<Outlier*>(kv == 0 ? f.k_out : f.v_out);
+      const int64_t taken = n_out_ == 0 ? 0
+          : take_outliers(rows.data(), block_, row_, opt_.group, by_column, n_out_,
+                          out, original.data());
+      if (by_column) {
         quantize_columns(rows.data(), block_, row_, bits, k_codes, k_params);
-        continue;
+      } else {
+        uint8_t* c = kv == 0 ? k_codes : v_codes;
+        QuantParams* p = kv == 0 ? k_params : v_params;
+        const size_t row_bytes = kv == 0 ? k_stride_ : v_stride_;
+        const int64_t per_row = row_ / opt_.group;
+        for (int64_t t = 0; t < block_; ++t) {
+          quantize_row_groups(rows.data() + t * row_, row_, opt_.group, bits, c + t * row_bytes,
+                              p + t * per_row);
+        }
       }
-      uint8_t* c = kv == 0 ? k_codes : v_codes;
-      QuantParams* p = kv == 0 ? k_params : v_params;
-      const size_t row_bytes = kv == 0 ? k_stride_ : v_stride_;
-      const int64_t per_row = row_ / opt_.group;
-      for (int64_t t = 0; t < block_; ++t) {
-        quantize_row_groups(rows.data() + t * row_, row_, opt_.group, bits, c + t * row_bytes,
-                            p + t * per_row);
+      for (int64_t i = 0; i < taken; ++i) {
+        out[i].delta = f32_to_f16(original[static_cast<size_t>(i)] - coded(f, kv, out[i].t, out[i].c));
+      }
+      if (taken < n_out_) {
+        std::move_backward(out, out + taken, out + n_out_);
+        std::fill(out, out + (n_out_ - taken), Outlier{});
       }
     }
   }
@@ -267,7 +282,21 @@ FrozenBlock KvCache::frozen_block(int64_t il, int32_t b) const {
   f.v_params = reinterpret_cast<const QuantParams*>(f.v_codes + static_cast<size_t>(block_) * v_stride_);
   f.k_stride = k_stride_;
   f.v_stride = v_stride_;
+  f.k_out = reinterpret_cast<const Outlier*>(reinterpret_cast<const uint8_t*>(f.v_params) + v_params_ * sizeof(QuantParams));
+  f.v_out = f.k_out + n_out_;
+  f.n_out = n_out_;
   return f;
+}
+
+float KvCache::coded(const FrozenBlock& f, int kv, int64_t t, int64_t c) const {
+  const int bits = kv_bits(opt_.type);
+  const int64_t at = t * (row_ / opt_.group) + c / opt_.group;  // a per-token group's parameters
+  auto value = [&](const QuantParams& p, const uint8_t* codes, int64_t i) {
+    return f16_to_f32(p.min) + static_cast<float>(code_at(codes, i, bits)) * f16_to_f32(p.scale);
+  };
+  if (kv == 1) return value(f.v_params[at], f.v_codes + t * f.v_stride, c);
+  if (opt_.k_axis == KeyAxis::Channel) return value(f.k_params[c], f.k_codes + c * f.k_stride, t);
+  return value(f.k_params[at], f.k_codes + t * f.k_stride, c);
 }
 
 void KvCache::dequantize(int64_t il, int32_t b, int64_t t, int kv, f16_t* out) const {
@@ -280,6 +309,13 @@ void KvCache::dequantize(int64_t il, int32_t b, int64_t t, int kv, f16_t* out) c
     dequantize_column_row(f.k_codes, f.k_params, block_, row_, bits, t, out);
   } else {
     dequantize_row(f.k_codes + t * f.k_stride, f.k_params + t * per_row, row_, opt_.group, bits, out);
+  }
+  // The row's outliers: what the codes hold plus what they miss.
+  const Outlier* o = kv == 0 ? f.k_out : f.v_out;
+  const Outlier* first = std::lower_bound(o, o + f.n_out, t, [](const Outlier& e, int64_t row) { return e.t < row; });
+  for (; first != o + f.n_out && first->t == t; ++first) {
+    if (first->delta == 0) continue;
+    out[first->c] = f32_to_f16(coded(f, kv, t, first->c) + f16_to_f32(first->delta));
   }
 }
 

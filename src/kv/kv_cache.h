@@ -25,13 +25,16 @@ inline constexpr int64_t kBlockTokens = 16;
 // A frozen block of one layer, in place: keys per channel (column c's block codes at k_codes +
 // c * k_stride, parameters [row]) or per token (row t's codes at k_codes + t * k_stride,
 // parameters [block, row / group]); values per token (row t at v_codes + t * v_stride,
-// parameters [block, row / group]).
+// parameters [block, row / group]); n_out outliers of each (--kv-outliers), sorted by (t, c).
 struct FrozenBlock {
   const uint8_t* k_codes = nullptr;
   const QuantParams* k_params = nullptr;
   const uint8_t* v_codes = nullptr;
   const QuantParams* v_params = nullptr;
   size_t k_stride = 0, v_stride = 0;
+  const Outlier* k_out = nullptr;
+  const Outlier* v_out = nullptr;
+  int64_t n_out = 0;
 };
 
 // A quantized cache's rows of one layer and sequence, dequantized to half for attention.
@@ -151,6 +154,8 @@ class KvCache {
   void freeze_old(const SeqTable& t);
   // Row `t` of block b, layer il, K (0) or V (1), in half into out.
   void dequantize(int64_t il, int32_t b, int64_t t, int kv, f16_t* out) const;
+  // What the codes of frozen block f hold at row t, column c of K (0) or V (1), outliers aside.
+  float coded(const FrozenBlock& f, int kv, int64_t t, int64_t c) const;
 
   int64_t n_layer_, row_;
   KvOptions opt_;
@@ -167,9 +172,11 @@ class KvCache {
   std::vector<uint8_t> frozen_;          // [n_blocks]
   int64_t n_hot_ = 0;
   // A frozen block of one layer: key codes [k_codes_bytes_] and parameters [k_params_], value
-  // codes [block, v_stride_] and parameters [v_params_], qbytes_ in all.
+  // codes [block, v_stride_] and parameters [v_params_], key and value outliers [n_out_] each,
+  // qbytes_ in all.
   size_t k_stride_ = 0, k_codes_bytes_ = 0, v_stride_ = 0;
   size_t k_params_ = 0, v_params_ = 0;  // QuantParams
+  int64_t n_out_ = 0;
   size_t qbytes_ = 0;
   std::vector<uint8_t> q_;                     // [n_layer, n_blocks, qbytes_]
 };

@@ -2,7 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
+#include <numeric>
+#include <queue>
+#include <utility>
+#include <vector>
 
 #include "core/error.h"
 
@@ -70,10 +75,16 @@ int kv_bits(KvType t) {
 
 std::string describe(const KvOptions& o) {
   if (!o.quantized()) return "f16";
-  return kv_type_name(o.type) + " (keys per " +
-         (o.k_axis == KeyAxis::Channel ? "channel" : "token") + ", values per token, group " +
-         std::to_string(o.group) + ", recent " + std::to_string(o.recent) + ", sinks " +
-         std::to_string(o.sinks) + ")";
+  std::string d = kv_type_name(o.type) + " (keys per " +
+                  (o.k_axis == KeyAxis::Channel ? "channel" : "token") + ", values per token, group " +
+                  std::to_string(o.group) + ", recent " + std::to_string(o.recent) + ", sinks " +
+                  std::to_string(o.sinks);
+  if (o.outliers > 0) {
+    char f[32];
+    std::snprintf(f, sizeof(f), ", outliers %g", o.outliers);
+    d += f;
+  }
+  return d + ")";
 }
 
 void check_kv_options(const KvOptions& o, int64_t row) {
@@ -83,6 +94,69 @@ void check_kv_options(const KvOptions& o, int64_t row) {
                      std::to_string(row) + " values (n_head_kv * head_dim)");
   }
   if (o.recent < 0 || o.sinks < 0) throw UsageError("--kv-recent and --kv-sinks cannot be negative");
+  if (!(o.outliers >= 0 && o.outliers <= 0.5)) {
+    throw UsageError("--kv-outliers " + std::to_string(o.outliers) + " must be a fraction in [0, 0.5]");
+  }
+  if (o.outliers > 0 && (row > 65535 || block_tokens(o) > 65535)) {
+    throw UsageError("--kv-outliers needs a KV row and a block of at most 65535 values");
+  }
+}
+
+int64_t outlier_count(const KvOptions& o, int64_t block, int64_t row) {
+  return o.quantized() ? std::llround(o.outliers * static_cast<double>(block * row)) : 0;
+}
+
+int64_t take_outliers(float* x, int64_t n_rows, int64_t width, int64_t group, bool by_column,
+                      int64_t n, Outlier* out, float* original) {
+  const int64_t per_row = width / group;
+  const int64_t n_groups = by_column ? width : n_rows * per_row;
+  const int64_t size = by_column ? n_rows : group;
+  // Entry i of group g (in x's order) at x[at(g, i)].
+  auto at = [&](int64_t g, int64_t i) {
+    return by_column ? i * width + g : (g / per_row) * width + (g % per_row) * group + i;
+  };
+  // Each group's entries sorted by value; the group keeps order[lo..hi].
+  std::vector<int64_t> order(static_cast<size_t>(n_groups * size));
+  std::vector<int64_t> lo(static_cast<size_t>(n_groups), 0), hi(static_cast<size_t>(n_groups), size - 1);
+  for (int64_t g = 0; g < n_groups; ++g) {
+    int64_t* o = order.data() + g * size;
+    for (int64_t i = 0; i < size; ++i) o[i] = at(g, i);
+    std::stable_sort(o, o + size, [&](int64_t a, int64_t b) { return x[a] < x[b]; });
+  }
+  // The gain of dropping group g's better end, and whether that end is the top (-1: none left).
+  auto best = [&](int64_t g) -> std::pair<double, bool> {
+    const int64_t l = lo[static_cast<size_t>(g)], h = hi[static_cast<size_t>(g)];
+    if (h - l < 2) return {-1.0, false};
+    const int64_t* o = order.data() + g * size;
+    auto sq = [](double d) { return d * d; };
+    const double range = sq(static_cast<double>(x[o[h]]) - x[o[l]]);
+    const double top = range - sq(static_cast<double>(x[o[h - 1]]) - x[o[l]]);
+    const double bottom = range - sq(static_cast<double>(x[o[h]]) - x[o[l + 1]]);
+    return top >= bottom ? std::pair{top, true} : std::pair{bottom, false};
+  };
+  std::priority_queue<std::pair<double, int64_t>> heap;
+  for (int64_t g = 0; g < n_groups; ++g) {
+    if (const double gain = best(g).first; gain >= 0) heap.emplace(gain, g);
+  }
+  std::vector<std::pair<int64_t, int64_t>> taken;  // (entry, group)
+  while (static_cast<int64_t>(taken.size()) < n && !heap.empty()) {
+    const int64_t g = heap.top().second;
+    heap.pop();
+    const bool top = best(g).second;
+    int64_t& end = top ? hi[static_cast<size_t>(g)] : lo[static_cast<size_t>(g)];
+    taken.emplace_back(order[static_cast<size_t>(g * size + end)], g);
+    end += top ? -1 : 1;
+    if (const double gain = best(g).first; gain >= 0) heap.emplace(gain, g);
+  }
+  std::sort(taken.begin(), taken.end());
+  for (size_t i = 0; i < taken.size(); ++i) {
+    const auto [e, g] = taken[i];
+    const int64_t* o = order.data() + g * size;
+    original[i] = x[e];
+    x[e] = std::clamp(x[e], x[o[lo[static_cast<size_t>(g)]]], x[o[hi[static_cast<size_t>(g)]]]);
+    out[i] = {static_cast<uint16_t>(e / width), static_cast<uint16_t>(e % width), 0};
+  }
+  return static_cast<int64_t>(taken.size());
 }
 
 int64_t block_tokens(const KvOptions& o) {

@@ -1,7 +1,8 @@
 // Quantized KV-cache storage (KIVI, KVQuant): asymmetric uniform codes of 8, 4 or 2 bits, keys
 // per channel (each channel of a block of tokens shares a scale and a minimum: the outliers of
 // keys live in channels) or per token, values per token in groups of channels; the options that
-// choose them, and the exact tokens (attention sinks, a recent window) a cache keeps in half.
+// choose them, the exact tokens (attention sinks, a recent window) a cache keeps in half, and the
+// outliers it keeps aside in half (KVQuant's dense-and-sparse quantization).
 #pragma once
 
 #include <cstddef>
@@ -24,6 +25,9 @@ struct KvOptions {
   int64_t group = 64;
   int64_t recent = 128;  // the newest tokens kept in half (KIVI's R), whole blocks
   int64_t sinks = 0;     // the first tokens kept in half (StreamingLLM's sinks), whole blocks
+  // The fraction of a frozen block's keys (and of its values) kept aside as outliers (KVQuant's
+  // dense-and-sparse: 0.01), the quantizer fitting only the rest.
+  double outliers = 0;
   bool quantized() const { return type != KvType::F16; }
 };
 
@@ -32,10 +36,11 @@ KvType parse_kv_type(std::string_view name);
 std::string kv_type_name(KvType t);
 KeyAxis parse_key_axis(std::string_view name);  // "channel", "token"
 int kv_bits(KvType t);                          // 16, 8, 4, 2
-// "q4 (keys per channel, values per token, group 64, recent 128, sinks 0)", or "f16".
+// "q4 (keys per channel, values per token, group 64, recent 128, sinks 0)", or "f16"; with
+// outliers ", outliers 0.01" before the parenthesis closes.
 std::string describe(const KvOptions& o);
-// UsageError unless the group divides the row (n_head_kv * head_dim) and recent and sinks are
-// not negative.
+// UsageError unless the group divides the row (n_head_kv * head_dim), recent and sinks are
+// not negative and outliers is in [0, 0.5].
 void check_kv_options(const KvOptions& o, int64_t row);
 // Tokens per block of a cache with these options: the key group with keys per channel, else
 // 16 (vLLM's block).
@@ -66,6 +71,28 @@ void dequantize_row(const uint8_t* codes, const QuantParams* params, int64_t wid
 // Row r of quantize_columns' output back, in half.
 void dequantize_column_row(const uint8_t* codes, const QuantParams* params, int64_t n_rows,
                            int64_t width, int bits, int64_t r, f16_t* out);
+// Dense-and-sparse quantization (KVQuant): an entry of a frozen block kept aside, at row t and
+// column c, as the difference between its value and what its code holds (so attention adds
+// q . delta to the codes' sum, and a read adds it to the dequantized value).
+struct Outlier {
+  uint16_t t = 0, c = 0;
+  f16_t delta = 0;
+};
+static_assert(sizeof(Outlier) == 6);
+
+// Outliers per K (and per V) of a frozen block of `block` tokens of `row` values.
+int64_t outlier_count(const KvOptions& o, int64_t block, int64_t row);
+
+// Takes up to n outliers of x[n_rows, width] for a quantizer of groups (each column over all
+// rows when by_column, else `group` columns of a row): greedily the end of a group (its
+// smallest or largest entry) whose removal shrinks the group's squared range the most, each
+// group keeping at least two entries. Clamps the taken entries in x into the range their group
+// keeps (so the quantizer fits only the rest) and writes them to out[0, taken) sorted by (t, c)
+// with their values before clamping in original[0, taken). Returns taken (n unless every group is
+// down to two entries).
+int64_t take_outliers(float* x, int64_t n_rows, int64_t width, int64_t group, bool by_column,
+                      int64_t n, Outlier* out, float* original);
+
 // Code i of packed codes.
 inline uint32_t code_at(const uint8_t* codes, int64_t i, int bits) {
   const int64_t bit = i * bits;

@@ -130,13 +130,16 @@ TEST(Cli, BadFlagsAndFiles) {
 TEST(Cli, KvCacheOptions) {
   const std::string m = write_file("squeeze_cli_kv.gguf", tiny_bytes());
   const Result r = squeeze_cmd("run -m " + m + " -p 'hello there' -n 8 --temp 0 --ctx 64 --kv-type q4 "
-                               "--kv-group 16 --kv-recent 0");
+                               "--kv-group 16 --kv-recent 0 --kv-outliers 0.01");
   EXPECT_EQ(r.rc, 0) << r.err;
   expect_clean_error(squeeze_cmd("run -m " + m + " -p hi --kv-type q5"), "q5");
   expect_clean_error(squeeze_cmd("run -m " + m + " -p hi --kv-type q4 --kv-k-axis head"), "head");
   expect_clean_error(squeeze_cmd("run -m " + m + " -p hi --ctx 64 --kv-type q4 --kv-group 24"), "--kv-group 24");
   expect_clean_error(squeeze_cmd("run -m " + m + " -p hi --kv-recent 64"), "--kv-recent");
   expect_clean_error(squeeze_cmd("bench -m " + m + " -p 16 -n 0 --kv-sinks 4"), "--kv-sinks");
+  expect_clean_error(squeeze_cmd("bench -m " + m + " -p 16 -n 0 --kv-outliers 0.01"), "--kv-outliers");
+  expect_clean_error(squeeze_cmd("run -m " + m + " -p hi --ctx 64 --kv-type q4 --kv-group 16 --kv-outliers 0.7"),
+                     "--kv-outliers");
 }
 
 // Token eviction: a run past the budget works and the generation goes on; bad policies and

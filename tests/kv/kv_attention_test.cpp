@@ -1,7 +1,7 @@
 // kv::attention_decode against attention computed in double from what the quantized cache
 // holds (min + code * scale of frozen blocks, halves of hot ones), and its ISA twins against
 // each other to the bit: keys per channel and per token, 8/4/2 bits, groups within and across
-// heads, sinks, windows and dropped heads.
+// heads, sinks, windows, outliers and dropped heads.
 #include "kv/kv_attention.h"
 
 #include <gtest/gtest.h>
@@ -29,11 +29,15 @@ double held(const KvCache& c, int64_t il, int32_t cell, int kv, int64_t col) {
   auto value = [](const QuantParams& p, uint32_t code) {
     return static_cast<double>(f16_to_f32(p.min)) + static_cast<double>(code) * f16_to_f32(p.scale);
   };
-  if (kv == 1) return value(f.v_params[at], code_at(f.v_codes + t * f.v_stride, col, bits));
-  if (c.options().k_axis == KeyAxis::Channel) {
-    return value(f.k_params[col], code_at(f.k_codes + col * f.k_stride, t, bits));
+  double delta = 0;  // an outlier's difference from its code
+  for (const Outlier* e = kv == 0 ? f.k_out : f.v_out, *last = e + f.n_out; e != last; ++e) {
+    if (e->t == t && e->c == col) delta += f16_to_f32(e->delta);
   }
-  return value(f.k_params[at], code_at(f.k_codes + t * f.k_stride, col, bits));
+  if (kv == 1) return delta + value(f.v_params[at], code_at(f.v_codes + t * f.v_stride, col, bits));
+  if (c.options().k_axis == KeyAxis::Channel) {
+    return delta + value(f.k_params[col], code_at(f.k_codes + col * f.k_stride, t, bits));
+  }
+  return delta + value(f.k_params[at], code_at(f.k_codes + t * f.k_stride, col, bits));
 }
 
 std::vector<double> reference(const ops::AttentionShape& shape, const KvCache& c, int64_t il,
@@ -76,6 +80,8 @@ TEST(KvAttention, MatchesAttentionOverWhatTheCacheHoldsAndTwinsAgree) {
       {{KvType::Q4, KeyAxis::Token, 16, 16, 16}, 0},
       {{KvType::Q2, KeyAxis::Token, 64, 0, 0}, 0},   // a value group spans both kv heads
       {{KvType::Q8, KeyAxis::Token, 32, 32, 0}, 70},
+      {{KvType::Q2, KeyAxis::Channel, 32, 0, 0, 0.02}, 0},  // outliers kept aside
+      {{KvType::Q4, KeyAxis::Token, 16, 16, 0, 0.05}, 40},
   };
   const uint8_t keep[kHead] = {1, 0, 1, 1};
   // Two threads: units of one head; one thread: of both heads of a GQA group.

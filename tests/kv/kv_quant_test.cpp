@@ -82,6 +82,44 @@ TEST(KvQuant, OptionsNamesAndChecks) {
   EXPECT_EQ(block_tokens({}), 16);
 }
 
+// Dense-and-sparse: planted outliers are the entries taken, each group's range closes over the
+// rest, taken entries are clamped into it, every group keeps two entries.
+TEST(KvQuant, TakeOutliersTakesTheEntriesThatWidenTheirGroups) {
+  const int64_t rows = 16, width = 24, group = 8;
+  const std::vector<float> base = testing::randn(rows * width, 31);
+  const std::vector<int64_t> planted = {3 * width + 5, 7 * width + 5, 11 * width + 20};  // ascending
+  for (const bool by_column : {true, false}) {
+    std::vector<float> x = base;
+    x[planted[0]] = 40.0f;
+    x[planted[1]] = -35.0f;
+    x[planted[2]] = 25.0f;
+    std::vector<Outlier> out(3);
+    std::vector<float> original(3);
+    ASSERT_EQ(take_outliers(x.data(), rows, width, group, by_column, 3, out.data(), original.data()), 3);
+    for (size_t i = 0; i < 3; ++i) {
+      EXPECT_EQ(out[i].t * width + out[i].c, planted[i]) << by_column << " " << i;
+      EXPECT_EQ(original[i], (std::vector<float>{40.0f, -35.0f, 25.0f})[i]);
+      EXPECT_LT(std::abs(x[planted[i]]), 5.0f);  // clamped into the range of its group's others
+    }
+    // Every other entry unchanged.
+    for (int64_t e = 0; e < rows * width; ++e) {
+      if (std::find(planted.begin(), planted.end(), e) == planted.end()) {
+        EXPECT_EQ(x[e], base[e]);
+      }
+    }
+  }
+  // Asked for everything: each group is left its two extremes.
+  std::vector<float> x = base;
+  std::vector<Outlier> out(rows * width);
+  std::vector<float> original(out.size());
+  EXPECT_EQ(take_outliers(x.data(), rows, width, group, true, rows * width, out.data(), original.data()),
+            (rows - 2) * width);
+  EXPECT_EQ(take_outliers(x.data(), rows, width, group, false, rows * width, out.data(), original.data()),
+            rows * (width / group) * (group - 2));
+  EXPECT_TRUE(std::is_sorted(out.begin(), out.begin() + rows * (width / group) * (group - 2),
+                             [](const Outlier& a, const Outlier& b) { return a.t * 1000 + a.c < b.t * 1000 + b.c; }));
+}
+
 constexpr int64_t kLayers = 2, kRow = 64;
 
 // Deterministic K and V rows of position p, layer il.
@@ -155,6 +193,53 @@ TEST(KvCacheQuantized, SinksAndTheRecentWindowStayExactOlderBlocksAreCodes) {
       }
     }
   }
+}
+
+// --kv-outliers: planted outliers of frozen blocks come back exact (to half), and the codes of
+// the rest are finer than without them, for keys per channel and per token, read() and decode.
+TEST(KvCacheQuantized, OutliersStayExactAndNarrowTheCodes) {
+  for (const KeyAxis axis : {KeyAxis::Channel, KeyAxis::Token}) {
+    // Rows with outliers: every 5th position has a large entry in a column that moves.
+    auto planted = [](int64_t p) { return p % 5 == 0 ? (p * 7) % kRow : -1; };
+    auto row = [&](int64_t il, int64_t p, int kv) {
+      std::vector<float> r = row_of(il, p, kv);
+      if (const int64_t c = planted(p); c >= 0) r[c] = (p % 2 ? 30.0f : -30.0f) + 0.25f * kv;
+      return r;
+    };
+    float err[2] = {};
+    for (const double outliers : {0.0, 0.02}) {
+      KvCache c(kLayers, kRow, 256, 1, {KvType::Q4, axis, 16, 0, 0, outliers});
+      ASSERT_TRUE(c.prepare(0, 96));
+      std::vector<int32_t> tokens(96, 1);
+      for (int64_t p = 0; p < 96; ++p) {
+        for (int64_t il = 0; il < kLayers; ++il) c.store(il, c.cell(0, p), row(il, p, 0).data(), row(il, p, 1).data());
+      }
+      c.commit(0, tokens);
+      for (int64_t il = 0; il < kLayers; ++il) {
+        const auto [k, v] = rows(c, 0, il);
+        for (int64_t p = 0; p < 80; ++p) {  // blocks 0..4 are frozen
+          for (int kv = 0; kv < 2; ++kv) {
+            const std::vector<float> want = row(il, p, kv);
+            for (int64_t i = 0; i < kRow; ++i) {
+              const float got = (kv == 0 ? k : v)[p * kRow + i];
+              if (outliers > 0 && i == planted(p)) {
+                EXPECT_NEAR(got, want[i], 0.02f) << describe(c.options()) << " " << p;
+              } else if (i != planted(p)) {
+                err[outliers > 0] = std::max(err[outliers > 0], std::abs(got - want[i]));
+              }
+            }
+          }
+        }
+      }
+      EXPECT_EQ(c.bytes_per_token(), KvCache(kLayers, kRow, 256, 1, {KvType::Q4, axis, 16, 0, 0}).bytes_per_token() +
+                                         (outliers > 0 ? kLayers * 2 * outlier_count(c.options(), 16, kRow) * 6 / 16 : 0));
+    }
+    EXPECT_LT(err[1], 0.5f * err[0]) << (axis == KeyAxis::Channel ? "channel" : "token");
+  }
+  KvOptions o{KvType::Q4, KeyAxis::Channel, 16, 0, 0, 0.6};
+  EXPECT_THROW(check_kv_options(o, kRow), UsageError);
+  o.outliers = 0.01;
+  EXPECT_NE(describe(o).find("outliers 0.01"), std::string::npos);
 }
 
 TEST(KvCacheQuantized, CodesTakeTheirShareOfTheBytes) {

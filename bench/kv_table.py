@@ -63,11 +63,14 @@ def rows():
     # 1% of each frozen block's keys and values kept aside in half (KVQuant's dense-and-sparse).
     out.append(("q4-r128-o1", "squeeze", "q4, keys per channel, g64, R 128, outliers 1%",
                 ["--kv-type", "q4", "--kv-recent", "128", "--kv-outliers", "0.01"]))
-    out.append(("q2-g32-r128-o1", "squeeze", "q2, keys per channel, g32, R 128, outliers 1%",
-                ["--kv-type", "q2", "--kv-group", "32", "--kv-recent", "128", "--kv-outliers", "0.01"]))
-    out.append(("q2-g32-r128-s32-o1", "squeeze", "q2, keys per channel, g32, R 128, sinks 32, outliers 1%",
-                ["--kv-type", "q2", "--kv-group", "32", "--kv-recent", "128", "--kv-sinks", "32",
-                 "--kv-outliers", "0.01"]))
+    # q2 g32 with 32 sinks, and KVQuant's levers: outliers, keys before RoPE.
+    q2 = ["--kv-type", "q2", "--kv-group", "32", "--kv-recent", "128", "--kv-sinks", "32"]
+    for label, desc, extra in (("o1", "outliers 1%", ["--kv-outliers", "0.01"]),
+                               ("o2", "outliers 2%", ["--kv-outliers", "0.02"]),
+                               ("pre", "keys before RoPE", ["--kv-k-prerope"]),
+                               ("pre-o2", "keys before RoPE, outliers 2%", ["--kv-k-prerope", "--kv-outliers", "0.02"])):
+        out.append((f"q2-g32-r128-s32-{label}", "squeeze",
+                    f"q2, keys per channel, g32, R 128, sinks 32, {desc}", q2 + extra))
     for t in ("f16", "q8_0", "q4_0"):
         out.append((f"llama-{t}", "llama.cpp", f"llama.cpp -ctk {t} -ctv {t} -fa on",
                     ["-ctk", t, "-ctv", t, "-fa", "on"]))

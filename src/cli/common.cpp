@@ -81,7 +81,9 @@ void KvCacheOptions::add_to(CLI::App& app) {
       app.add_option("--kv-outliers", parsed.outliers,
                      "fraction of each frozen block's keys and of its values kept aside in f16 "
                      "(KVQuant's dense-and-sparse: 0.01), the codes fitting the rest")
-          ->capture_default_str()};
+          ->capture_default_str(),
+      app.add_flag("--kv-k-prerope", parsed.k_prerope,
+                   "quantize keys before RoPE (KVQuant), rotating them back as they are read")};
 }
 
 kv::KvOptions KvCacheOptions::resolved() const {

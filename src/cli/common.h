@@ -50,11 +50,11 @@ struct PrefillOptions {
 };
 
 // The KV cache's storage (kv/kv_quant.h): --kv-type, --kv-k-axis, --kv-group, --kv-recent,
-// --kv-sinks, --kv-outliers.
+// --kv-sinks, --kv-outliers, --kv-k-prerope.
 struct KvCacheOptions {
   std::string type = "f16";
   std::string k_axis = "channel";
-  kv::KvOptions parsed;  // group, recent, sinks and outliers are read into it directly
+  kv::KvOptions parsed;  // group, recent, sinks, outliers, k_prerope are read into it directly
   std::vector<CLI::Option*> quant_only;  // options that mean nothing for an f16 cache
   void add_to(CLI::App& app);
   // The options; UsageError for a bad name, or a quantizer option given with --kv-type f16.

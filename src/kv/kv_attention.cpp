@@ -22,6 +22,7 @@ void attention_decode(const ops::AttentionShape& shape, const KvCache& kv, int64
   s.bits = kv_bits(kv.type());
   s.k_channel = kv.options().k_axis == KeyAxis::Channel;
   s.outliers = kv.options().outliers > 0;
+  s.k_prerope = kv.options().k_prerope;
   s.scale = shape.scale;
   s.window = shape.window;
   s.softmax = ops::attention_kernels(isa).softmax;

@@ -18,6 +18,7 @@ struct UnitShape {
   int bits = 0;
   bool k_channel = true;
   bool outliers = false;  // frozen blocks hold outliers (--kv-outliers)
+  bool k_prerope = false;  // frozen keys are codes before RoPE (read through KvCache::frozen_key)
   float scale = 0;
   int64_t window = 0;
   void (*softmax)(float* x, int64_t n) = nullptr;

@@ -16,7 +16,8 @@ bool fast_values(const UnitShape&, const FrozenBlock&, const Unit&, int64_t, int
 #endif
 
 // The outliers of the frozen blocks over positions [lo, end) of the unit's kv head: keys (kv 0)
-// add scale * q . delta to the scores, values (kv 1) p * delta to o.
+// add scale * q . delta to the scores (keys before RoPE have theirs in frozen_key), values
+// (kv 1) p * delta to o.
 inline void add_outliers(const UnitShape& s, const Unit& u, int64_t lo, int64_t end, int kv,
                          float* scores, int64_t n, float* o) {
   const int64_t B = s.block, hd = s.hd, c0 = u.hk * hd;
@@ -59,7 +60,7 @@ inline void attend_unit(const UnitShape& s, const Unit& u, float* scratch) {
     const int32_t b = u.cells[i * B] / static_cast<int32_t>(B);
     float* s_block = scores + i * B - lo;  // token t's score at s_block[h * n + t]
     const bool frozen = s.kv->frozen(b);
-    if (frozen && s.k_channel) {
+    if (frozen && s.k_channel && !s.k_prerope) {
       const FrozenBlock f = s.kv->frozen_block(s.il, b);
       if (t0 == 0 && t1 == B && fast_keys(s, f, u, c0, s_block, n)) continue;
       for (int64_t d = 0; d < hd; ++d) unpack_codes(f.k_codes + (c0 + d) * f.k_stride, 0, B, s.bits, tile + d * B);
@@ -77,8 +78,14 @@ inline void attend_unit(const UnitShape& s, const Unit& u, float* scratch) {
       }
       continue;
     }
-    // Keys in half (a hot block) or per token: each row into the tile's columns as floats.
-    if (frozen) {
+    // Keys in half (a hot block), per token or before RoPE: each row into the tile's columns as
+    // floats.
+    if (frozen && s.k_prerope) {
+      for (int64_t t = t0; t < t1; ++t) {
+        s.kv->frozen_key(s.il, b, t, c0, hd, x);
+        for (int64_t d = 0; d < hd; ++d) tile[d * B + t] = x[d];
+      }
+    } else if (frozen) {
       const FrozenBlock f = s.kv->frozen_block(s.il, b);
       for (int64_t t = t0; t < t1; ++t) {
         unpack_codes(f.k_codes + t * f.k_stride, c0, hd, s.bits, x);
@@ -105,7 +112,7 @@ inline void attend_unit(const UnitShape& s, const Unit& u, float* scratch) {
       for (int64_t t = t0; t < t1; ++t) s_block[h * n + t] = s.scale * acc[t];
     }
   }
-  if (s.outliers) add_outliers(s, u, lo, end, 0, scores, n, nullptr);
+  if (s.outliers && !s.k_prerope) add_outliers(s, u, lo, end, 0, scores, n, nullptr);
   for (int64_t h = 0; h < n_q; ++h) s.softmax(scores + h * n, n);
   std::fill_n(o, n_q * hd, 0.0f);
   std::fill_n(cst, n_q * n_groups, 0.0f);

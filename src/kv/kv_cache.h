@@ -16,6 +16,7 @@
 #include "kv/block_allocator.h"
 #include "kv/kv_quant.h"
 #include "ops/kv_view.h"
+#include "ops/rope.h"
 
 namespace squeeze::kv {
 
@@ -117,6 +118,13 @@ class KvCache {
   // A quantized cache's block b of layer il: its codes when frozen; else its rows in half
   // (K [block, row], V [block, row] after them).
   FrozenBlock frozen_block(int64_t il, int32_t b) const;
+  // Keys quantized before RoPE (KvOptions::k_prerope): each layer's rotation, over heads of
+  // head_dim values; needed before a block freezes (Error there without it).
+  void set_key_rope(std::vector<ops::Rope> per_layer, int64_t head_dim);
+  // Columns [c0, c0 + n) of the key frozen block b holds at row t of layer il, in float as
+  // attention sees it: codes plus outliers, rotated to the cell's position when quantized
+  // before RoPE (c0 and n whole heads then).
+  void frozen_key(int64_t il, int32_t b, int64_t t, int64_t c0, int64_t n, float* out) const;
   const f16_t* hot_rows(int64_t il, int32_t b) const {
     return hot_[static_cast<size_t>(b)].data() + il * 2 * block_ * row_;
   }
@@ -156,6 +164,10 @@ class KvCache {
   void dequantize(int64_t il, int32_t b, int64_t t, int kv, f16_t* out) const;
   // What the codes of frozen block f hold at row t, column c of K (0) or V (1), outliers aside.
   float coded(const FrozenBlock& f, int kv, int64_t t, int64_t c) const;
+  // Keys before RoPE: the cos, sin of layer il's rotation at pos (Rope::angles), computed up to
+  // the largest position a frozen block holds (grow_angles, at freeze).
+  const float* key_angles(int64_t il, int64_t pos) const;
+  void grow_angles(int64_t max_pos);
 
   int64_t n_layer_, row_;
   KvOptions opt_;
@@ -177,6 +189,12 @@ class KvCache {
   size_t k_stride_ = 0, k_codes_bytes_ = 0, v_stride_ = 0;
   size_t k_params_ = 0, v_params_ = 0;  // QuantParams
   int64_t n_out_ = 0;
+  // Keys before RoPE: each layer's rotation, its table in angles_ (layers with the same rotation
+  // share one), per table [positions, n_rot] cos, sin.
+  std::vector<ops::Rope> rope_;
+  int64_t head_dim_ = 0;
+  std::vector<size_t> rope_table_;
+  std::vector<std::vector<float>> angles_;
   size_t qbytes_ = 0;
   std::vector<uint8_t> q_;                     // [n_layer, n_blocks, qbytes_]
 };

@@ -76,7 +76,8 @@ int kv_bits(KvType t) {
 std::string describe(const KvOptions& o) {
   if (!o.quantized()) return "f16";
   std::string d = kv_type_name(o.type) + " (keys per " +
-                  (o.k_axis == KeyAxis::Channel ? "channel" : "token") + ", values per token, group " +
+                  (o.k_axis == KeyAxis::Channel ? "channel" : "token") +
+                  (o.k_prerope ? " before RoPE" : "") + ", values per token, group " +
                   std::to_string(o.group) + ", recent " + std::to_string(o.recent) + ", sinks " +
                   std::to_string(o.sinks);
   if (o.outliers > 0) {

@@ -28,6 +28,9 @@ struct KvOptions {
   // The fraction of a frozen block's keys (and of its values) kept aside as outliers (KVQuant's
   // dense-and-sparse: 0.01), the quantizer fitting only the rest.
   double outliers = 0;
+  // Keys quantized before RoPE (KVQuant: a channel keeps its scale across positions there); the
+  // cache undoes the rotation when it freezes a block and redoes it when it reads one.
+  bool k_prerope = false;
   bool quantized() const { return type != KvType::F16; }
 };
 
@@ -37,7 +40,8 @@ std::string kv_type_name(KvType t);
 KeyAxis parse_key_axis(std::string_view name);  // "channel", "token"
 int kv_bits(KvType t);                          // 16, 8, 4, 2
 // "q4 (keys per channel, values per token, group 64, recent 128, sinks 0)", or "f16"; with
-// outliers ", outliers 0.01" before the parenthesis closes.
+// outliers ", outliers 0.01" before the parenthesis closes, keys before RoPE "channel before
+// RoPE".
 std::string describe(const KvOptions& o);
 // UsageError unless the group divides the row (n_head_kv * head_dim), recent and sinks are
 // not negative and outliers is in [0, 0.5].

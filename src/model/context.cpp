@@ -35,7 +35,9 @@ Context::Context(const Model& model, int64_t n_ctx, ThreadPool& pool, int64_t n_
       kv_(make_kv_cache(model.hparams(), kv_capacity(model.hparams(), n_ctx_, n_seq, kv_tokens, kv_options),
                         n_seq, kv_options)),
       s_(model.hparams(), std::max<int64_t>(1, std::min(n_batch, n_ctx))),
-      cells_(static_cast<size_t>(n_seq)) {}
+      cells_(static_cast<size_t>(n_seq)) {
+  if (kv_options.k_prerope) kv_.set_key_rope(key_ropes(model), model.hparams().head_dim);
+}
 
 Error Context::kv_full(const std::string& who, int64_t blocks) const {
   return Error("KV cache full: " + who + " needs " + std::to_string(blocks) + " blocks of " +

@@ -16,6 +16,17 @@ kv::KvCache make_kv_cache(const HParams& hp, int64_t n_ctx, int64_t n_seq,
   return kv::KvCache(hp.n_layer, hp.n_head_kv * hp.head_dim, n_ctx, n_seq, options);
 }
 
+std::vector<ops::Rope> key_ropes(const Model& m) {
+  const HParams& hp = m.hparams();
+  std::vector<ops::Rope> out;
+  for (int64_t il = 0; il < hp.n_layer; ++il) {
+    const float base = hp.is_swa(il) ? hp.rope_freq_base_swa : hp.rope_freq_base;
+    out.emplace_back(static_cast<int>(hp.n_rot), base, hp.rope_layout,
+                     m.layers[static_cast<size_t>(il)].rope_freqs);
+  }
+  return out;
+}
+
 ForwardScratch::ForwardScratch(const HParams& hp, int64_t n_batch_)
     : n_batch(n_batch_),
       x(n_batch_ * hp.n_embd),

@@ -31,6 +31,9 @@ using TensorCallback =
 // A KV cache of n_tokens cells for the model's layers and kv heads, for n_seq sequences.
 kv::KvCache make_kv_cache(const HParams& hp, int64_t n_tokens, int64_t n_seq = 1,
                           const kv::KvOptions& options = {});
+// Each layer's rotary embedding of keys (its base: local or global; Llama 3.1+'s rope_freqs),
+// for a cache that quantizes keys before RoPE (kv::KvCache::set_key_rope).
+std::vector<ops::Rope> key_ropes(const Model& m);
 
 // Dynamic head pruning in prefill (docs/POP.md): per chunk of `chunk` prompt positions
 // (aligned to multiples of it, and cut where a forward chunk ends) and per layer, the round(keep * n_head) query heads (at least one) that score highest

@@ -28,6 +28,9 @@ class Rope {
   void rotate(float* x, int n_heads, int head_dim, const float* cs) const;
 
   int n_rot() const { return n_rot_; }
+  float freq_base() const { return freq_base_; }
+  RopeLayout layout() const { return layout_; }
+  const float* freq_factors() const { return freq_factors_; }
 
  private:
   int n_rot_;

@@ -130,7 +130,7 @@ TEST(Cli, BadFlagsAndFiles) {
 TEST(Cli, KvCacheOptions) {
   const std::string m = write_file("squeeze_cli_kv.gguf", tiny_bytes());
   const Result r = squeeze_cmd("run -m " + m + " -p 'hello there' -n 8 --temp 0 --ctx 64 --kv-type q4 "
-                               "--kv-group 16 --kv-recent 0 --kv-outliers 0.01");
+                               "--kv-group 16 --kv-recent 0 --kv-outliers 0.01 --kv-k-prerope");
   EXPECT_EQ(r.rc, 0) << r.err;
   expect_clean_error(squeeze_cmd("run -m " + m + " -p hi --kv-type q5"), "q5");
   expect_clean_error(squeeze_cmd("run -m " + m + " -p hi --kv-type q4 --kv-k-axis head"), "head");
@@ -138,6 +138,7 @@ TEST(Cli, KvCacheOptions) {
   expect_clean_error(squeeze_cmd("run -m " + m + " -p hi --kv-recent 64"), "--kv-recent");
   expect_clean_error(squeeze_cmd("bench -m " + m + " -p 16 -n 0 --kv-sinks 4"), "--kv-sinks");
   expect_clean_error(squeeze_cmd("bench -m " + m + " -p 16 -n 0 --kv-outliers 0.01"), "--kv-outliers");
+  expect_clean_error(squeeze_cmd("bench -m " + m + " -p 16 -n 0 --kv-k-prerope"), "--kv-k-prerope");
   expect_clean_error(squeeze_cmd("run -m " + m + " -p hi --ctx 64 --kv-type q4 --kv-group 16 --kv-outliers 0.7"),
                      "--kv-outliers");
 }

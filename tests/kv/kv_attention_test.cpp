@@ -1,7 +1,7 @@
 // kv::attention_decode against attention computed in double from what the quantized cache
 // holds (min + code * scale of frozen blocks, halves of hot ones), and its ISA twins against
 // each other to the bit: keys per channel and per token, 8/4/2 bits, groups within and across
-// heads, sinks, windows, outliers and dropped heads.
+// heads, sinks, windows, outliers, keys before RoPE and dropped heads.
 #include "kv/kv_attention.h"
 
 #include <gtest/gtest.h>
@@ -40,6 +40,20 @@ double held(const KvCache& c, int64_t il, int32_t cell, int kv, int64_t col) {
   return delta + value(f.k_params[at], code_at(f.k_codes + t * f.k_stride, col, bits));
 }
 
+// Keys before RoPE: the rotation the test's caches use.
+const ops::Rope kRope(kDim, 10000.0f, ops::RopeLayout::Norm);
+
+// Head hk's key at cell, as attention must see it: what the cache holds, rotated to the cell's
+// position when its codes are from before RoPE.
+std::vector<double> key(const KvCache& c, int64_t il, int32_t cell, int hk) {
+  std::vector<float> k(kDim);
+  for (int d = 0; d < kDim; ++d) k[d] = static_cast<float>(held(c, il, cell, 0, hk * kDim + d));
+  if (c.options().k_prerope && c.frozen(cell / static_cast<int32_t>(c.block_tokens()))) {
+    kRope.apply(k.data(), 1, kDim, c.cell_pos(cell));
+  }
+  return {k.begin(), k.end()};
+}
+
 std::vector<double> reference(const ops::AttentionShape& shape, const KvCache& c, int64_t il,
                               const ops::DecodeQuery& q) {
   std::vector<double> out(kHead * kDim, 0.0);
@@ -50,8 +64,9 @@ std::vector<double> reference(const ops::AttentionShape& shape, const KvCache& c
     std::vector<double> s;
     double mx = -1e300;
     for (int64_t j = lo; j <= q.pos; ++j) {
+      const std::vector<double> k = key(c, il, q.kv.cells[j], hk);
       double dot = 0;
-      for (int d = 0; d < kDim; ++d) dot += q.q[h * kDim + d] * held(c, il, q.kv.cells[j], 0, hk * kDim + d);
+      for (int d = 0; d < kDim; ++d) dot += q.q[h * kDim + d] * k[d];
       s.push_back(shape.scale * dot);
       mx = std::max(mx, s.back());
     }
@@ -82,6 +97,8 @@ TEST(KvAttention, MatchesAttentionOverWhatTheCacheHoldsAndTwinsAgree) {
       {{KvType::Q8, KeyAxis::Token, 32, 32, 0}, 70},
       {{KvType::Q2, KeyAxis::Channel, 32, 0, 0, 0.02}, 0},  // outliers kept aside
       {{KvType::Q4, KeyAxis::Token, 16, 16, 0, 0.05}, 40},
+      {{KvType::Q4, KeyAxis::Channel, 16, 24, 0, 0, true}, 0},  // keys before RoPE
+      {{KvType::Q2, KeyAxis::Channel, 32, 0, 8, 0.02, true}, 50},
   };
   const uint8_t keep[kHead] = {1, 0, 1, 1};
   // Two threads: units of one head; one thread: of both heads of a GQA group.
@@ -89,6 +106,7 @@ TEST(KvAttention, MatchesAttentionOverWhatTheCacheHoldsAndTwinsAgree) {
   for (const Case& k : cases) {
     ThreadPool pool(threads);
     KvCache c(kLayers, kRow, 512, 2, k.opt);
+    if (k.opt.k_prerope) c.set_key_rope({kRope, kRope}, kDim);
     // Two sequences of 150 and 77 tokens, written in chunks as a context writes them.
     const int64_t lens[2] = {150, 77};
     for (int64_t seq = 0; seq < 2; ++seq) {

@@ -242,6 +242,47 @@ TEST(KvCacheQuantized, OutliersStayExactAndNarrowTheCodes) {
   EXPECT_NE(describe(o).find("outliers 0.01"), std::string::npos);
 }
 
+// --kv-k-prerope: keys whose channels keep their scale before RoPE (a bias per channel, as real
+// keys have) and swing with the rotation after it come back closer quantized before RoPE; a
+// cache that freezes keys before RoPE without the rotation is an error.
+TEST(KvCacheQuantized, KeysBeforeRopeComeBackCloser) {
+  const ops::Rope rope(32, 10000.0f, ops::RopeLayout::Neox);
+  const std::vector<float> bias = testing::randn(kRow, 77, 4.0f);
+  auto key = [&](int64_t p) {
+    std::vector<float> k = testing::randn(kRow, static_cast<uint32_t>(500 + p), 0.3f);
+    for (int64_t i = 0; i < kRow; ++i) k[i] += bias[i];
+    rope.apply(k.data(), kRow / 32, 32, p);
+    return k;
+  };
+  float err[2] = {};
+  for (const bool prerope : {false, true}) {
+    KvOptions o{KvType::Q4, KeyAxis::Channel, 16, 0, 0};
+    o.k_prerope = prerope;
+    KvCache c(kLayers, kRow, 256, 1, o);
+    if (prerope) c.set_key_rope({rope, rope}, 32);
+    ASSERT_TRUE(c.prepare(0, 64));
+    for (int64_t p = 0; p < 64; ++p) {
+      for (int64_t il = 0; il < kLayers; ++il) c.store(il, c.cell(0, p), key(p).data(), row_of(il, p, 1).data());
+    }
+    c.commit(0, std::vector<int32_t>(64, 1));
+    EXPECT_TRUE(c.frozen(0));
+    for (int64_t il = 0; il < kLayers; ++il) {
+      const std::vector<float> k = rows(c, 0, il).first;
+      for (int64_t p = 0; p < 64; ++p) {
+        const std::vector<float> want = key(p);
+        for (int64_t i = 0; i < kRow; ++i) err[prerope] = std::max(err[prerope], std::abs(k[p * kRow + i] - want[i]));
+      }
+    }
+  }
+  EXPECT_LT(err[1], 0.5f * err[0]);
+  KvOptions o{KvType::Q4, KeyAxis::Channel, 16, 0, 0};
+  o.k_prerope = true;
+  KvCache c(kLayers, kRow, 256, 1, o);
+  ASSERT_TRUE(c.prepare(0, 16));
+  EXPECT_THROW(c.commit(0, std::vector<int32_t>(16, 1)), Error);
+  EXPECT_NE(describe(o).find("channel before RoPE"), std::string::npos);
+}
+
 TEST(KvCacheQuantized, CodesTakeTheirShareOfTheBytes) {
   // Keys per channel over blocks of 64 tokens, values per token in groups of 64: 4 bits and a
   // half scale and minimum per 64 values.

@@ -79,9 +79,7 @@ KvCache::KvCache(int64_t n_layer, int64_t row, int64_t n_tokens, int64_t n_seq,
 
 size_t KvCache::bytes() const {
   const size_t hot = static_cast<size_t>(n_hot_ * n_layer_ * 2 * block_ * row_) * sizeof(f16_t);
-  size_t angles = 0;
-  for (const std::vector<float>& a : angles_) angles += a.size() * sizeof(float);
-  return (k_.size() + v_.size()) * sizeof(f16_t) + q_.size() + hot + angles;
+  return (k_.size() + v_.size()) * sizeof(f16_t) + q_.size() + hot + rope_.bytes();
 }
 
 size_t KvCache::bytes_per_token() const {
@@ -225,7 +223,7 @@ void KvCache::freeze(int32_t b) {
   std::vector<float> rows(static_cast<size_t>(block_ * row_)), original(static_cast<size_t>(n_out_));
   if (opt_.k_prerope) {
     if (rope_.empty()) throw Error("keys quantized before RoPE need the model's rotation (KvCache::set_key_rope)");
-    grow_angles(*std::max_element(pos_.begin() + b * block_, pos_.begin() + (b + 1) * block_));
+    rope_.grow(*std::max_element(pos_.begin() + b * block_, pos_.begin() + (b + 1) * block_));
   }
   for (int64_t il = 0; il < n_layer_; ++il) {
     // The block's pieces, writable (frozen_block reads them).
@@ -237,14 +235,8 @@ void KvCache::freeze(int32_t b) {
     for (int kv = 0; kv < 2; ++kv) {
       const f16_t* src = h + (il * 2 + kv) * block_ * row_;
       for (size_t i = 0; i < rows.size(); ++i) rows[i] = f16_to_f32(src[i]);
-      if (kv == 0 && opt_.k_prerope) {  // the rotation undone: each row back by its position's angles
-        const ops::Rope& r = rope_[static_cast<size_t>(il)];
-        std::vector<float> back(static_cast<size_t>(r.n_rot()));
-        for (int64_t t = 0; t < block_; ++t) {
-          std::copy_n(key_angles(il, pos_[static_cast<size_t>(b * block_ + t)]), back.size(), back.begin());
-          for (size_t i = 1; i < back.size(); i += 2) back[i] = -back[i];
-          r.rotate(rows.data() + t * row_, static_cast<int>(row_ / head_dim_), static_cast<int>(head_dim_), back.data());
-        }
+      for (int64_t t = 0; kv == 0 && opt_.k_prerope && t < block_; ++t) {  // each row turned back
+        rope_.rotate(il, rows.data() + t * row_, row_, pos_[static_cast<size_t>(b * block_ + t)], true);
       }
       const bool by_column = kv == 0 && opt_.k_axis == KeyAxis::Channel;
       // Outliers: taken out of the quantizer's ranges, kept as what their codes miss. Unused
@@ -315,40 +307,8 @@ float KvCache::coded(const FrozenBlock& f, int kv, int64_t t, int64_t c) const {
 }
 
 void KvCache::set_key_rope(std::vector<ops::Rope> per_layer, int64_t head_dim) {
-  if (static_cast<int64_t>(per_layer.size()) != n_layer_ || head_dim < 1 || row_ % head_dim != 0) {
-    throw UsageError("set_key_rope: one rotation per layer over whole heads");
-  }
-  rope_ = std::move(per_layer);
-  head_dim_ = head_dim;
-  rope_table_.clear();
-  angles_.clear();
-  for (size_t il = 0; il < rope_.size(); ++il) {
-    const ops::Rope& r = rope_[il];
-    size_t j = 0;
-    for (; j < il; ++j) {
-      const ops::Rope& o = rope_[j];
-      if (o.n_rot() == r.n_rot() && o.freq_base() == r.freq_base() && o.layout() == r.layout() &&
-          o.freq_factors() == r.freq_factors()) break;
-    }
-    if (j == il) angles_.emplace_back();
-    rope_table_.push_back(j == il ? angles_.size() - 1 : rope_table_[j]);
-  }
-}
-
-void KvCache::grow_angles(int64_t max_pos) {
-  for (size_t il = 0; il < rope_.size(); ++il) {
-    std::vector<float>& a = angles_[rope_table_[il]];
-    const auto n_rot = static_cast<size_t>(rope_[il].n_rot());
-    for (auto pos = static_cast<int64_t>(a.size() / n_rot); pos <= max_pos; ++pos) {
-      a.resize(a.size() + n_rot);
-      rope_[il].angles(pos, a.data() + a.size() - n_rot);
-    }
-  }
-}
-
-const float* KvCache::key_angles(int64_t il, int64_t pos) const {
-  const auto n_rot = static_cast<size_t>(rope_[static_cast<size_t>(il)].n_rot());
-  return angles_[rope_table_[static_cast<size_t>(il)]].data() + static_cast<size_t>(pos) * n_rot;
+  if (static_cast<int64_t>(per_layer.size()) != n_layer_) throw UsageError("set_key_rope: one rotation per layer");
+  rope_ = KeyRope(std::move(per_layer), head_dim, row_);
 }
 
 void KvCache::frozen_key(int64_t il, int32_t b, int64_t t, int64_t c0, int64_t n, float* out) const {
@@ -358,10 +318,7 @@ void KvCache::frozen_key(int64_t il, int32_t b, int64_t t, int64_t c0, int64_t n
   for (; e != f.k_out + f.n_out && e->t == t; ++e) {
     if (e->c >= c0 && e->c < c0 + n) out[e->c - c0] += f16_to_f32(e->delta);
   }
-  if (opt_.k_prerope) {
-    rope_[static_cast<size_t>(il)].rotate(out, static_cast<int>(n / head_dim_), static_cast<int>(head_dim_),
-                                          key_angles(il, pos_[static_cast<size_t>(b * block_ + t)]));
-  }
+  if (opt_.k_prerope) rope_.rotate(il, out, n, pos_[static_cast<size_t>(b * block_ + t)]);
 }
 
 void KvCache::dequantize(int64_t il, int32_t b, int64_t t, int kv, f16_t* out) const {

@@ -14,9 +14,9 @@
 #include "core/fp16.h"
 #include "core/thread_pool.h"
 #include "kv/block_allocator.h"
+#include "kv/key_rope.h"
 #include "kv/kv_quant.h"
 #include "ops/kv_view.h"
-#include "ops/rope.h"
 
 namespace squeeze::kv {
 
@@ -164,10 +164,6 @@ class KvCache {
   void dequantize(int64_t il, int32_t b, int64_t t, int kv, f16_t* out) const;
   // What the codes of frozen block f hold at row t, column c of K (0) or V (1), outliers aside.
   float coded(const FrozenBlock& f, int kv, int64_t t, int64_t c) const;
-  // Keys before RoPE: the cos, sin of layer il's rotation at pos (Rope::angles), computed up to
-  // the largest position a frozen block holds (grow_angles, at freeze).
-  const float* key_angles(int64_t il, int64_t pos) const;
-  void grow_angles(int64_t max_pos);
 
   int64_t n_layer_, row_;
   KvOptions opt_;
@@ -189,12 +185,7 @@ class KvCache {
   size_t k_stride_ = 0, k_codes_bytes_ = 0, v_stride_ = 0;
   size_t k_params_ = 0, v_params_ = 0;  // QuantParams
   int64_t n_out_ = 0;
-  // Keys before RoPE: each layer's rotation, its table in angles_ (layers with the same rotation
-  // share one), per table [positions, n_rot] cos, sin.
-  std::vector<ops::Rope> rope_;
-  int64_t head_dim_ = 0;
-  std::vector<size_t> rope_table_;
-  std::vector<std::vector<float>> angles_;
+  KeyRope rope_;  // keys before RoPE: the layers' rotations
   size_t qbytes_ = 0;
   std::vector<uint8_t> q_;                     // [n_layer, n_blocks, qbytes_]
 };

@@ -46,6 +46,23 @@ void KeyRope::rotate(int64_t il, float* x, int64_t n, int64_t pos, bool inverse)
   r.rotate(x, heads, static_cast<int>(head_dim_), back.data());
 }
 
+void KeyRope::rotate_tile(int64_t il, float* x, int64_t stride, const int32_t* pos, int64_t n) const {
+  const ops::Rope& r = rope_[static_cast<size_t>(il)];
+  const int64_t n_rot = r.n_rot(), half = n_rot / 2;
+  const float* table = angles_[table_[static_cast<size_t>(il)]].data();
+  const bool norm = r.layout() == ops::RopeLayout::Norm;
+  for (int64_t i = 0; i < half; ++i) {
+    float* xa = x + (norm ? 2 * i : i) * stride;
+    float* xb = x + (norm ? 2 * i + 1 : i + half) * stride;
+    for (int64_t t = 0; t < n; ++t) {
+      const float* cs = table + pos[t] * n_rot + 2 * i;
+      const float x0 = xa[t], x1 = xb[t];
+      xa[t] = x0 * cs[0] - x1 * cs[1];
+      xb[t] = x0 * cs[1] + x1 * cs[0];
+    }
+  }
+}
+
 size_t KeyRope::bytes() const {
   size_t b = 0;
   for (const std::vector<float>& a : angles_) b += a.size() * sizeof(float);

@@ -25,6 +25,10 @@ class KeyRope {
   // Rotates n values (whole heads) of a key of layer il to position pos (a position grow()
   // covered), or back from it when inverse.
   void rotate(int64_t il, float* x, int64_t n, int64_t pos, bool inverse = false) const;
+  // The same forward rotation for n tokens of one head laid out by dimension: dimension d of
+  // token t at x[d * stride + t], token t at position pos[t] (plain arithmetic, no fused
+  // multiply-add: the decode kernels' twins share it).
+  void rotate_tile(int64_t il, float* x, int64_t stride, const int32_t* pos, int64_t n) const;
   // Memory of the tables.
   size_t bytes() const;
 

@@ -26,9 +26,12 @@ inline void add_outliers(const UnitShape& s, const Unit& u, int64_t lo, int64_t 
     if (!s.kv->frozen(b)) continue;
     const FrozenBlock f = s.kv->frozen_block(s.il, b);
     float* block = scores + i * B - lo;  // token t's score (or probability) at block[h * n + t]
-    for (const Outlier* e = kv == 0 ? f.k_out : f.v_out, *last = e + f.n_out; e != last; ++e) {
+    // The head's columns are one run of the outliers (sorted by column).
+    const Outlier* all = kv == 0 ? f.k_out : f.v_out;
+    const Outlier* e = std::lower_bound(all, all + f.n_out, c0, [](const Outlier& o, int64_t c) { return o.c < c; });
+    for (; e != all + f.n_out && e->c < c0 + hd; ++e) {
       const int64_t t = e->t, d = e->c - c0;
-      if (d < 0 || d >= hd || i * B + t < lo || i * B + t >= end) continue;
+      if (i * B + t < lo || i * B + t >= end) continue;
       const float delta = f16_to_f32(e->delta);
       for (int64_t h = 0; h < u.n_q; ++h) {
         if (kv == 0) {
@@ -80,7 +83,21 @@ inline void attend_unit(const UnitShape& s, const Unit& u, float* scratch) {
     }
     // Keys in half (a hot block), per token or before RoPE: each row into the tile's columns as
     // floats.
-    if (frozen && s.k_prerope) {
+    if (frozen && s.k_prerope && s.k_channel) {
+      // The head's codes by channel, dequantized, its outliers added, rotated token by token.
+      const FrozenBlock f = s.kv->frozen_block(s.il, b);
+      for (int64_t d = 0; d < hd; ++d) {
+        float* col = tile + d * B;
+        unpack_codes(f.k_codes + (c0 + d) * f.k_stride, 0, B, s.bits, col);
+        const float mn = f16_to_f32(f.k_params[c0 + d].min), sc = f16_to_f32(f.k_params[c0 + d].scale);
+        for (int64_t t = t0; t < t1; ++t) col[t] = mn + col[t] * sc;
+      }
+      const Outlier* e = std::lower_bound(f.k_out, f.k_out + f.n_out, c0, [](const Outlier& o, int64_t c) { return o.c < c; });
+      for (; e != f.k_out + f.n_out && e->c < c0 + hd; ++e) {
+        if (e->t >= t0 && e->t < t1) tile[(e->c - c0) * B + e->t] += f16_to_f32(e->delta);
+      }
+      s.kv->rotate_keys(s.il, b, t0, t1, tile, B);
+    } else if (frozen && s.k_prerope) {
       for (int64_t t = t0; t < t1; ++t) {
         s.kv->frozen_key(s.il, b, t, c0, hd, x);
         for (int64_t d = 0; d < hd; ++d) tile[d * B + t] = x[d];

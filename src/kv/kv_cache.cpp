@@ -314,9 +314,9 @@ void KvCache::set_key_rope(std::vector<ops::Rope> per_layer, int64_t head_dim) {
 void KvCache::frozen_key(int64_t il, int32_t b, int64_t t, int64_t c0, int64_t n, float* out) const {
   const FrozenBlock f = frozen_block(il, b);
   for (int64_t c = 0; c < n; ++c) out[c] = coded(f, 0, t, c0 + c);
-  const Outlier* e = std::lower_bound(f.k_out, f.k_out + f.n_out, t, [](const Outlier& o, int64_t row) { return o.t < row; });
-  for (; e != f.k_out + f.n_out && e->t == t; ++e) {
-    if (e->c >= c0 && e->c < c0 + n) out[e->c - c0] += f16_to_f32(e->delta);
+  const Outlier* e = std::lower_bound(f.k_out, f.k_out + f.n_out, c0, [](const Outlier& o, int64_t c) { return o.c < c; });
+  for (; e != f.k_out + f.n_out && e->c < c0 + n; ++e) {
+    if (e->t == t) out[e->c - c0] += f16_to_f32(e->delta);
   }
   if (opt_.k_prerope) rope_.rotate(il, out, n, pos_[static_cast<size_t>(b * block_ + t)]);
 }
@@ -339,11 +339,9 @@ void KvCache::dequantize(int64_t il, int32_t b, int64_t t, int kv, f16_t* out) c
     dequantize_row(f.k_codes + t * f.k_stride, f.k_params + t * per_row, row_, opt_.group, bits, out);
   }
   // The row's outliers: what the codes hold plus what they miss.
-  const Outlier* o = kv == 0 ? f.k_out : f.v_out;
-  const Outlier* first = std::lower_bound(o, o + f.n_out, t, [](const Outlier& e, int64_t row) { return e.t < row; });
-  for (; first != o + f.n_out && first->t == t; ++first) {
-    if (first->delta == 0) continue;
-    out[first->c] = f32_to_f16(coded(f, kv, t, first->c) + f16_to_f32(first->delta));
+  for (const Outlier* e = kv == 0 ? f.k_out : f.v_out, *last = e + f.n_out; e != last; ++e) {
+    if (e->t != t || e->delta == 0) continue;
+    out[e->c] = f32_to_f16(coded(f, kv, t, e->c) + f16_to_f32(e->delta));
   }
 }
 

@@ -26,7 +26,7 @@ inline constexpr int64_t kBlockTokens = 16;
 // A frozen block of one layer, in place: keys per channel (column c's block codes at k_codes +
 // c * k_stride, parameters [row]) or per token (row t's codes at k_codes + t * k_stride,
 // parameters [block, row / group]); values per token (row t at v_codes + t * v_stride,
-// parameters [block, row / group]); n_out outliers of each (--kv-outliers), sorted by (t, c).
+// parameters [block, row / group]); n_out outliers of each (--kv-outliers), sorted by (c, t).
 struct FrozenBlock {
   const uint8_t* k_codes = nullptr;
   const QuantParams* k_params = nullptr;
@@ -125,6 +125,11 @@ class KvCache {
   // attention sees it: codes plus outliers, rotated to the cell's position when quantized
   // before RoPE (c0 and n whole heads then).
   void frozen_key(int64_t il, int32_t b, int64_t t, int64_t c0, int64_t n, float* out) const;
+  // Keys before RoPE, a head of frozen block b at once: rows [t0, t1) of tile (dimension d of
+  // row t at tile[d * stride + t]) rotated to their cells' positions (KeyRope::rotate_tile).
+  void rotate_keys(int64_t il, int32_t b, int64_t t0, int64_t t1, float* tile, int64_t stride) const {
+    rope_.rotate_tile(il, tile + t0, stride, pos_.data() + b * block_ + t0, t1 - t0);
+  }
   const f16_t* hot_rows(int64_t il, int32_t b) const {
     return hot_[static_cast<size_t>(b)].data() + il * 2 * block_ * row_;
   }

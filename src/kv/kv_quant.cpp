@@ -149,7 +149,10 @@ int64_t take_outliers(float* x, int64_t n_rows, int64_t width, int64_t group, bo
     end += top ? -1 : 1;
     if (const double gain = best(g).first; gain >= 0) heap.emplace(gain, g);
   }
-  std::sort(taken.begin(), taken.end());
+  // By column, then row: a kv head's outliers are one run (attention reads them head by head).
+  std::sort(taken.begin(), taken.end(), [width](const auto& a, const auto& b) {
+    return std::pair(a.first % width, a.first / width) < std::pair(b.first % width, b.first / width);
+  });
   for (size_t i = 0; i < taken.size(); ++i) {
     const auto [e, g] = taken[i];
     const int64_t* o = order.data() + g * size;

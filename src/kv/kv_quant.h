@@ -91,7 +91,7 @@ int64_t outlier_count(const KvOptions& o, int64_t block, int64_t row);
 // rows when by_column, else `group` columns of a row): greedily the end of a group (its
 // smallest or largest entry) whose removal shrinks the group's squared range the most, each
 // group keeping at least two entries. Clamps the taken entries in x into the range their group
-// keeps (so the quantizer fits only the rest) and writes them to out[0, taken) sorted by (t, c)
+// keeps (so the quantizer fits only the rest) and writes them to out[0, taken) sorted by (c, t)
 // with their values before clamping in original[0, taken). Returns taken (n unless every group is
 // down to two entries).
 int64_t take_outliers(float* x, int64_t n_rows, int64_t width, int64_t group, bool by_column,

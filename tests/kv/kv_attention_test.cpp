@@ -99,6 +99,7 @@ TEST(KvAttention, MatchesAttentionOverWhatTheCacheHoldsAndTwinsAgree) {
       {{KvType::Q4, KeyAxis::Token, 16, 16, 0, 0.05}, 40},
       {{KvType::Q4, KeyAxis::Channel, 16, 24, 0, 0, true}, 0},  // keys before RoPE
       {{KvType::Q2, KeyAxis::Channel, 32, 0, 8, 0.02, true}, 50},
+      {{KvType::Q4, KeyAxis::Token, 16, 16, 0, 0.02, true}, 0},
   };
   const uint8_t keep[kHead] = {1, 0, 1, 1};
   // Two threads: units of one head; one thread: of both heads of a GQA group.

@@ -117,7 +117,7 @@ TEST(KvQuant, TakeOutliersTakesTheEntriesThatWidenTheirGroups) {
   EXPECT_EQ(take_outliers(x.data(), rows, width, group, false, rows * width, out.data(), original.data()),
             rows * (width / group) * (group - 2));
   EXPECT_TRUE(std::is_sorted(out.begin(), out.begin() + rows * (width / group) * (group - 2),
-                             [](const Outlier& a, const Outlier& b) { return a.t * 1000 + a.c < b.t * 1000 + b.c; }));
+                             [](const Outlier& a, const Outlier& b) { return a.c * 1000 + a.t < b.c * 1000 + b.t; }));
 }
 
 constexpr int64_t kLayers = 2, kRow = 64;

@@ -27,12 +27,10 @@ inline void add_outliers(const UnitShape& s, const Unit& u, int64_t lo, int64_t 
     const FrozenBlock f = s.kv->frozen_block(s.il, b);
     float* block = scores + i * B - lo;  // token t's score (or probability) at block[h * n + t]
     // The head's columns are one run of the outliers (sorted by column).
-    const Outlier* all = kv == 0 ? f.k_out : f.v_out;
-    const Outlier* e = std::lower_bound(all, all + f.n_out, c0, [](const Outlier& o, int64_t c) { return o.c < c; });
-    for (; e != all + f.n_out && e->c < c0 + hd; ++e) {
-      const int64_t t = e->t, d = e->c - c0;
+    for (const Outlier& e : outliers_in_columns(kv == 0 ? f.k_out : f.v_out, f.n_out, c0, hd)) {
+      const int64_t t = e.t, d = e.c - c0;
       if (i * B + t < lo || i * B + t >= end) continue;
-      const float delta = f16_to_f32(e->delta);
+      const float delta = f16_to_f32(e.delta);
       for (int64_t h = 0; h < u.n_q; ++h) {
         if (kv == 0) {
           block[h * n + t] += s.scale * (u.q[u.heads[h] * hd + d] * delta);
@@ -92,9 +90,8 @@ inline void attend_unit(const UnitShape& s, const Unit& u, float* scratch) {
         const float mn = f16_to_f32(f.k_params[c0 + d].min), sc = f16_to_f32(f.k_params[c0 + d].scale);
         for (int64_t t = t0; t < t1; ++t) col[t] = mn + col[t] * sc;
       }
-      const Outlier* e = std::lower_bound(f.k_out, f.k_out + f.n_out, c0, [](const Outlier& o, int64_t c) { return o.c < c; });
-      for (; e != f.k_out + f.n_out && e->c < c0 + hd; ++e) {
-        if (e->t >= t0 && e->t < t1) tile[(e->c - c0) * B + e->t] += f16_to_f32(e->delta);
+      for (const Outlier& e : outliers_in_columns(f.k_out, f.n_out, c0, hd)) {
+        if (e.t >= t0 && e.t < t1) tile[(e.c - c0) * B + e.t] += f16_to_f32(e.delta);
       }
       s.kv->rotate_keys(s.il, b, t0, t1, tile, B);
     } else if (frozen && s.k_prerope) {

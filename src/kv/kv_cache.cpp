@@ -314,9 +314,8 @@ void KvCache::set_key_rope(std::vector<ops::Rope> per_layer, int64_t head_dim) {
 void KvCache::frozen_key(int64_t il, int32_t b, int64_t t, int64_t c0, int64_t n, float* out) const {
   const FrozenBlock f = frozen_block(il, b);
   for (int64_t c = 0; c < n; ++c) out[c] = coded(f, 0, t, c0 + c);
-  const Outlier* e = std::lower_bound(f.k_out, f.k_out + f.n_out, c0, [](const Outlier& o, int64_t c) { return o.c < c; });
-  for (; e != f.k_out + f.n_out && e->c < c0 + n; ++e) {
-    if (e->t == t) out[e->c - c0] += f16_to_f32(e->delta);
+  for (const Outlier& e : outliers_in_columns(f.k_out, f.n_out, c0, n)) {
+    if (e.t == t) out[e.c - c0] += f16_to_f32(e.delta);
   }
   if (opt_.k_prerope) rope_.rotate(il, out, n, pos_[static_cast<size_t>(b * block_ + t)]);
 }

@@ -5,8 +5,10 @@
 // outliers it keeps aside in half (KVQuant's dense-and-sparse quantization).
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -83,6 +85,13 @@ struct Outlier {
   f16_t delta = 0;
 };
 static_assert(sizeof(Outlier) == 6);
+
+// The run of outliers (sorted by column, as take_outliers writes them) in columns [c0, c0 + n).
+inline std::span<const Outlier> outliers_in_columns(const Outlier* all, int64_t n_all, int64_t c0, int64_t n) {
+  const Outlier* first = std::lower_bound(all, all + n_all, c0, [](const Outlier& o, int64_t c) { return o.c < c; });
+  const Outlier* last = std::lower_bound(first, all + n_all, c0 + n, [](const Outlier& o, int64_t c) { return o.c < c; });
+  return {first, last};
+}
 
 // Outliers per K (and per V) of a frozen block of `block` tokens of `row` values.
 int64_t outlier_count(const KvOptions& o, int64_t block, int64_t row);

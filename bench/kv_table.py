@@ -10,6 +10,10 @@ With --set evict, the token-eviction table instead: each policy (`--kv-evict`) a
 50%, 25% and 12.5% of --ctx, beside the f16 cache that keeps every token; every --batch tokens
 a sequence past its budget is cut back to it.
 
+Rows with `--kv-codebook` first fit the codebook (`squeeze calibrate-kv`, on WikiText-2
+validation: 32 windows of 512 tokens, the row's options but its recent window) into a copy of
+the model under --out, then run on that copy.
+
 Results are cached per row in --out/results.json; an interrupted run resumes.
 
 Usage: bench/kv_table.py [--set kv|evict] [--ctx 4096] [--chunks 10] [--batch 64] [--threads 2]
@@ -25,6 +29,7 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TEST = os.path.join(ROOT, "..", "shared", "data", "wikitext-2-raw", "wiki.test.raw")
+VALID = os.path.join(ROOT, "..", "shared", "data", "wikitext-2", "valid.txt")  # calibration text
 MODEL = os.path.join(ROOT, "models", "SmolLM2-135M-Instruct.Q4_1.gguf")
 LLAMA = os.path.join(ROOT, "tools", ".llamacpp", "build", "bin", "llama-perplexity")
 
@@ -71,15 +76,41 @@ def rows():
                                ("pre-o2", "keys before RoPE, outliers 2%", ["--kv-k-prerope", "--kv-outliers", "0.02"])):
         out.append((f"q2-g32-r128-s32-{label}", "squeeze",
                     f"q2, keys per channel, g32, R 128, sinks 32, {desc}", q2 + extra))
+    # A calibrated codebook (squeeze calibrate-kv) in place of the uniform grid.
+    for label, desc, extra in (("q4-r128-s64-cb", "q4, keys per channel, g64, R 128, sinks 64, codebook",
+                                ["--kv-type", "q4", "--kv-recent", "128", "--kv-sinks", "64"]),
+                               ("q2-g32-r128-s32-cb", "q2, keys per channel, g32, R 128, sinks 32, codebook", q2),
+                               ("q2-g32-r128-s32-pre-o2-cb",
+                                "q2, keys per channel, g32, R 128, sinks 32, keys before RoPE, outliers 2%, codebook",
+                                q2 + ["--kv-k-prerope", "--kv-outliers", "0.02"])):
+        out.append((label, "squeeze", desc, extra + ["--kv-codebook"]))
     for t in ("f16", "q8_0", "q4_0"):
         out.append((f"llama-{t}", "llama.cpp", f"llama.cpp -ctk {t} -ctv {t} -fa on",
                     ["-ctk", t, "-ctv", t, "-fa", "on"]))
     return out
 
 
-def measure(args, engine, extra):
+def codebook_model(args, label, extra):
+    """A copy of the model with the codebook of the row's options (its recent window aside)."""
+    path = os.path.join(args.out, f"codebook-{label}.gguf")
+    if not os.path.exists(path):
+        kv = [a for a in extra if a != "--kv-codebook"]
+        if "--kv-recent" in kv:
+            i = kv.index("--kv-recent")
+            del kv[i:i + 2]
+        cmd = [os.path.join(ROOT, "build", "squeeze"), "calibrate-kv", "-m", MODEL, "-f", VALID,
+               "--samples", "32", "--ctx", "512", "-t", str(args.threads), "-o", path] + kv
+        p = subprocess.run(cmd, capture_output=True, text=True)
+        if p.returncode != 0:
+            sys.exit(f"failed: {' '.join(cmd)}\n{(p.stdout + p.stderr)[-2000:]}")
+        print(p.stdout.splitlines()[0], file=sys.stderr)
+    return path
+
+
+def measure(args, label, engine, extra):
     if engine == "squeeze":
-        cmd = [os.path.join(ROOT, "build", "squeeze"), "perplexity", "-m", MODEL, "-f", TEST,
+        model = codebook_model(args, label, extra) if "--kv-codebook" in extra else MODEL
+        cmd = [os.path.join(ROOT, "build", "squeeze"), "perplexity", "-m", model, "-f", TEST,
                "--ctx", str(args.ctx), "--chunks", str(args.chunks), "-b", str(args.batch),
                "-t", str(args.threads)] + extra
     else:
@@ -120,7 +151,7 @@ def main():
         if args.table_only or label in results or (args.only and label not in args.only):
             continue
         print(f"{label} ...", file=sys.stderr, flush=True)
-        results[label] = measure(args, engine, extra) | {"engine": engine, "description": desc}
+        results[label] = measure(args, label, engine, extra) | {"engine": engine, "description": desc}
         with open(path + ".tmp", "w") as f:
             json.dump(results, f, indent=1)
         os.replace(path + ".tmp", path)

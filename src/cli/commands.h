@@ -31,6 +31,8 @@ int cmd_prune_prefill(int argc, char** argv);
 int cmd_route(int argc, char** argv);
 // squeeze heads: per-layer, per-head scores for prefill head pruning (cli/heads.cpp)
 int cmd_heads(int argc, char** argv);
+// squeeze calibrate-kv: a codebook for the quantized KV cache (cli/calibrate_kv.cpp)
+int cmd_calibrate_kv(int argc, char** argv);
 // squeeze serve: the OpenAI-compatible HTTP server.
 int cmd_serve(int argc, char** argv);
 

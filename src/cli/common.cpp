@@ -83,7 +83,10 @@ void KvCacheOptions::add_to(CLI::App& app) {
                      "(KVQuant's dense-and-sparse: 0.01), the codes fitting the rest")
           ->capture_default_str(),
       app.add_flag("--kv-k-prerope", parsed.k_prerope,
-                   "quantize keys before RoPE (KVQuant), rotating them back as they are read")};
+                   "quantize keys before RoPE (KVQuant), rotating them back as they are read"),
+      app.add_flag("--kv-codebook", parsed.codebook,
+                   "q4 / q2 codes stand for the model's calibrated levels (squeeze calibrate-kv) "
+                   "instead of a uniform grid")};
 }
 
 kv::KvOptions KvCacheOptions::resolved() const {

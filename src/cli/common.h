@@ -50,7 +50,7 @@ struct PrefillOptions {
 };
 
 // The KV cache's storage (kv/kv_quant.h): --kv-type, --kv-k-axis, --kv-group, --kv-recent,
-// --kv-sinks, --kv-outliers, --kv-k-prerope.
+// --kv-sinks, --kv-outliers, --kv-k-prerope, --kv-codebook.
 struct KvCacheOptions {
   std::string type = "f16";
   std::string k_axis = "channel";

@@ -29,6 +29,7 @@ constexpr Command kCommands[] = {
     {"prune-prefill", squeeze::cli::cmd_prune_prefill, "calibrate the layers POP skips in prefill"},
     {"route", squeeze::cli::cmd_route, "which domain mask --domain auto picks for windows of a text"},
     {"heads", squeeze::cli::cmd_heads, "score every attention head (table, PNG heat map, ranking)"},
+    {"calibrate-kv", squeeze::cli::cmd_calibrate_kv, "fit a codebook for q4 / q2 KV codes (--kv-codebook)"},
 };
 
 void usage(std::ostream& os) {

@@ -22,15 +22,22 @@ inline __m256i eight_codes(const uint8_t* p, int bits) {
                           _mm256_set1_epi32((1 << bits) - 1));
 }
 
-void unpack_codes(const uint8_t* codes, int64_t first, int64_t n, int bits, float* out) {
+// Eight codes as floats: the codes, or their levels (a 16-float table; codes of 4 bits pick from
+// its two halves by their bit 3).
+inline __m256 eight_floats(__m256i c, const float* levels) {
+  if (levels == nullptr) return _mm256_cvtepi32_ps(c);
+  const __m256 lo = _mm256_permutevar8x32_ps(_mm256_loadu_ps(levels), c);
+  const __m256 hi = _mm256_permutevar8x32_ps(_mm256_loadu_ps(levels + 8), c);
+  return _mm256_blendv_ps(lo, hi, _mm256_castsi256_ps(_mm256_slli_epi32(c, 28)));
+}
+
+void unpack_codes(const uint8_t* codes, int64_t first, int64_t n, int bits, const float* levels, float* out) {
   int64_t i = 0;
   if ((first * bits) % 8 == 0) {
     const uint8_t* p = codes + first * bits / 8;
-    for (; i + 8 <= n; i += 8) {
-      _mm256_storeu_ps(out + i, _mm256_cvtepi32_ps(eight_codes(p + i * bits / 8, bits)));
-    }
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(out + i, eight_floats(eight_codes(p + i * bits / 8, bits), levels));
   }
-  for (; i < n; ++i) out[i] = static_cast<float>(code_at(codes, first + i, bits));
+  for (; i < n; ++i) out[i] = code_value(codes, first + i, bits, levels);
 }
 
 #include "kv/kv_attention_unit.h"

@@ -27,15 +27,19 @@ inline __m512i sixteen_codes(const uint8_t* p, int bits) {
                           _mm512_set1_epi32(3));
 }
 
-void unpack_codes(const uint8_t* codes, int64_t first, int64_t n, int bits, float* out) {
+// Sixteen codes as floats: the codes, or their levels (a 16-float table).
+inline __m512 sixteen_floats(const uint8_t* p, int bits, const float* levels) {
+  const __m512i c = sixteen_codes(p, bits);
+  return levels != nullptr ? _mm512_permutexvar_ps(c, _mm512_loadu_ps(levels)) : _mm512_cvtepi32_ps(c);
+}
+
+void unpack_codes(const uint8_t* codes, int64_t first, int64_t n, int bits, const float* levels, float* out) {
   int64_t i = 0;
   if ((first * bits) % 8 == 0) {
     const uint8_t* p = codes + first * bits / 8;
-    for (; i + 16 <= n; i += 16) {
-      _mm512_storeu_ps(out + i, _mm512_cvtepi32_ps(sixteen_codes(p + i * bits / 8, bits)));
-    }
+    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(out + i, sixteen_floats(p + i * bits / 8, bits, levels));
   }
-  for (; i < n; ++i) out[i] = static_cast<float>(code_at(codes, first + i, bits));
+  for (; i < n; ++i) out[i] = code_value(codes, first + i, bits, levels);
 }
 
 // A frozen block's scores with keys per channel, all B tokens at once: each head's B scores in
@@ -55,7 +59,7 @@ bool fast_keys(const UnitShape& s, const FrozenBlock& f, const Unit& u, int64_t 
   __m512 x[4];
   for (int64_t d = 0; d < s.hd; ++d) {
     const uint8_t* col = f.k_codes + (c0 + d) * f.k_stride;
-    for (int64_t v = 0; v < nv; ++v) x[v] = _mm512_cvtepi32_ps(sixteen_codes(col + v * 2 * s.bits, s.bits));
+    for (int64_t v = 0; v < nv; ++v) x[v] = sixteen_floats(col + v * 2 * s.bits, s.bits, f.k_levels);
     const float scale = f16_to_f32(f.k_params[c0 + d].scale);
     for (int h = 0; h < u.n_q; ++h) {
       const __m512 w = _mm512_set1_ps(u.q[u.heads[h] * s.hd + d] * scale);
@@ -84,7 +88,7 @@ bool fast_values(const UnitShape& s, const FrozenBlock& f, const Unit& u, int64_
   }
   for (int64_t t = t0; t < t1; ++t) {
     const uint8_t* row = f.v_codes + t * f.v_stride + c0 * s.bits / 8;
-    for (int64_t v = 0; v < nv; ++v) x[v] = _mm512_cvtepi32_ps(sixteen_codes(row + v * 2 * s.bits, s.bits));
+    for (int64_t v = 0; v < nv; ++v) x[v] = sixteen_floats(row + v * 2 * s.bits, s.bits, f.v_levels);
     const QuantParams* gp = f.v_params + t * per_row + g0;
     for (int h = 0; h < u.n_q; ++h) {
       const float p = p_block[h * n + t];

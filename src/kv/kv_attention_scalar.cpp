@@ -7,8 +7,8 @@
 namespace squeeze::kv::detail {
 namespace {
 
-void unpack_codes(const uint8_t* codes, int64_t first, int64_t n, int bits, float* out) {
-  for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(code_at(codes, first + i, bits));
+void unpack_codes(const uint8_t* codes, int64_t first, int64_t n, int bits, const float* levels, float* out) {
+  for (int64_t i = 0; i < n; ++i) out[i] = code_value(codes, first + i, bits, levels);
 }
 
 #include "kv/kv_attention_unit.h"

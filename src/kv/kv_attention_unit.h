@@ -1,6 +1,7 @@
 // Internal to kv_attention*.cpp: one unit of decode attention over a quantized cache
 // (kv_attention_impl.h). Included inside an anonymous namespace by each ISA's file after it
-// defines unpack_codes(codes, first, n, bits, out) (out[i] = code first + i, as a float), and,
+// defines unpack_codes(codes, first, n, bits, levels, out) (out[i] = code first + i as a float,
+// or its level: code_value), and,
 // with KV_FAST_BLOCKS defined, fast_keys / fast_values: a whole frozen block's scores or value
 // sums in registers, the same sums in the same order as the loops here, returning false where
 // they do not apply (without it, they never apply). The
@@ -64,7 +65,7 @@ inline void attend_unit(const UnitShape& s, const Unit& u, float* scratch) {
     if (frozen && s.k_channel && !s.k_prerope) {
       const FrozenBlock f = s.kv->frozen_block(s.il, b);
       if (t0 == 0 && t1 == B && fast_keys(s, f, u, c0, s_block, n)) continue;
-      for (int64_t d = 0; d < hd; ++d) unpack_codes(f.k_codes + (c0 + d) * f.k_stride, 0, B, s.bits, tile + d * B);
+      for (int64_t d = 0; d < hd; ++d) unpack_codes(f.k_codes + (c0 + d) * f.k_stride, 0, B, s.bits, f.k_levels, tile + d * B);
       for (int64_t h = 0; h < n_q; ++h) {
         const float* q = u.q + u.heads[h] * hd;
         float base = 0;
@@ -86,7 +87,7 @@ inline void attend_unit(const UnitShape& s, const Unit& u, float* scratch) {
       const FrozenBlock f = s.kv->frozen_block(s.il, b);
       for (int64_t d = 0; d < hd; ++d) {
         float* col = tile + d * B;
-        unpack_codes(f.k_codes + (c0 + d) * f.k_stride, 0, B, s.bits, col);
+        unpack_codes(f.k_codes + (c0 + d) * f.k_stride, 0, B, s.bits, f.k_levels, col);
         const float mn = f16_to_f32(f.k_params[c0 + d].min), sc = f16_to_f32(f.k_params[c0 + d].scale);
         for (int64_t t = t0; t < t1; ++t) col[t] = mn + col[t] * sc;
       }
@@ -102,7 +103,7 @@ inline void attend_unit(const UnitShape& s, const Unit& u, float* scratch) {
     } else if (frozen) {
       const FrozenBlock f = s.kv->frozen_block(s.il, b);
       for (int64_t t = t0; t < t1; ++t) {
-        unpack_codes(f.k_codes + t * f.k_stride, c0, hd, s.bits, x);
+        unpack_codes(f.k_codes + t * f.k_stride, c0, hd, s.bits, f.k_levels, x);
         const QuantParams* p = f.k_params + t * per_row;
         for (int64_t d = 0; d < hd; ++d) {
           const QuantParams& g = p[(c0 + d) / s.group];
@@ -138,7 +139,7 @@ inline void attend_unit(const UnitShape& s, const Unit& u, float* scratch) {
       const FrozenBlock f = s.kv->frozen_block(s.il, b);
       if (fast_values(s, f, u, c0, t0, t1, p_block, n, o, cst, n_groups)) continue;
       for (int64_t t = t0; t < t1; ++t) {
-        unpack_codes(f.v_codes + t * f.v_stride, c0, hd, s.bits, x);
+        unpack_codes(f.v_codes + t * f.v_stride, c0, hd, s.bits, f.v_levels, x);
         const QuantParams* gp = f.v_params + t * per_row + g0;
         for (int64_t h = 0; h < n_q; ++h) {
           const float p = p_block[h * n + t];

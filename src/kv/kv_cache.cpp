@@ -225,6 +225,7 @@ void KvCache::freeze(int32_t b) {
     if (rope_.empty()) throw Error("keys quantized before RoPE need the model's rotation (KvCache::set_key_rope)");
     rope_.grow(*std::max_element(pos_.begin() + b * block_, pos_.begin() + (b + 1) * block_));
   }
+  if (opt_.codebook && levels_.empty()) throw Error("a KV cache with a codebook needs its levels (KvCache::set_codebook)");
   for (int64_t il = 0; il < n_layer_; ++il) {
     // The block's pieces, writable (frozen_block reads them).
     const FrozenBlock f = frozen_block(il, b);
@@ -245,8 +246,10 @@ void KvCache::freeze(int32_t b) {
       const int64_t taken = n_out_ == 0 ? 0
           : take_outliers(rows.data(), block_, row_, opt_.group, by_column, n_out_,
                           out, original.data());
+      if (fit_ != nullptr) fit_->observe(il, kv, rows.data(), block_, row_, opt_.group, by_column);
+      const float* lv = levels(il, kv);
       if (by_column) {
-        quantize_columns(rows.data(), block_, row_, bits, k_codes, k_params);
+        quantize_columns(rows.data(), block_, row_, bits, k_codes, k_params, lv);
       } else {
         uint8_t* c = kv == 0 ? k_codes : v_codes;
         QuantParams* p = kv == 0 ? k_params : v_params;
@@ -254,7 +257,7 @@ void KvCache::freeze(int32_t b) {
         const int64_t per_row = row_ / opt_.group;
         for (int64_t t = 0; t < block_; ++t) {
           quantize_row_groups(rows.data() + t * row_, row_, opt_.group, bits, c + t * row_bytes,
-                              p + t * per_row);
+                              p + t * per_row, lv);
         }
       }
       for (int64_t i = 0; i < taken; ++i) {
@@ -292,14 +295,17 @@ FrozenBlock KvCache::frozen_block(int64_t il, int32_t b) const {
   f.k_out = reinterpret_cast<const Outlier*>(reinterpret_cast<const uint8_t*>(f.v_params) + v_params_ * sizeof(QuantParams));
   f.v_out = f.k_out + n_out_;
   f.n_out = n_out_;
+  f.k_levels = levels(il, 0);
+  f.v_levels = levels(il, 1);
   return f;
 }
 
 float KvCache::coded(const FrozenBlock& f, int kv, int64_t t, int64_t c) const {
   const int bits = kv_bits(opt_.type);
   const int64_t at = t * (row_ / opt_.group) + c / opt_.group;  // a per-token group's parameters
+  const float* lv = kv == 0 ? f.k_levels : f.v_levels;
   auto value = [&](const QuantParams& p, const uint8_t* codes, int64_t i) {
-    return f16_to_f32(p.min) + static_cast<float>(code_at(codes, i, bits)) * f16_to_f32(p.scale);
+    return f16_to_f32(p.min) + code_value(codes, i, bits, lv) * f16_to_f32(p.scale);
   };
   if (kv == 1) return value(f.v_params[at], f.v_codes + t * f.v_stride, c);
   if (opt_.k_axis == KeyAxis::Channel) return value(f.k_params[c], f.k_codes + c * f.k_stride, t);
@@ -309,6 +315,18 @@ float KvCache::coded(const FrozenBlock& f, int kv, int64_t t, int64_t c) const {
 void KvCache::set_key_rope(std::vector<ops::Rope> per_layer, int64_t head_dim) {
   if (static_cast<int64_t>(per_layer.size()) != n_layer_) throw UsageError("set_key_rope: one rotation per layer");
   rope_ = KeyRope(std::move(per_layer), head_dim, row_);
+}
+
+void KvCache::set_codebook(const KvCodebook& cb) {
+  if (cb.bits != kv_bits(opt_.type) || cb.n_layer != n_layer_) {
+    throw UsageError("the KV codebook is for " + std::to_string(cb.n_layer) + " layers of " +
+                     std::to_string(cb.bits) + "-bit codes, the cache holds " + std::to_string(n_layer_) +
+                     " layers of " + kv_type_name(opt_.type));
+  }
+  levels_.assign(static_cast<size_t>(n_layer_ * 2 * 16), 0.0f);
+  for (int64_t il = 0; il < n_layer_; ++il) {
+    for (int kv = 0; kv < 2; ++kv) std::copy_n(cb.at(il, kv), cb.n_levels(), levels_.begin() + (il * 2 + kv) * 16);
+  }
 }
 
 void KvCache::frozen_key(int64_t il, int32_t b, int64_t t, int64_t c0, int64_t n, float* out) const {
@@ -330,12 +348,13 @@ void KvCache::dequantize(int64_t il, int32_t b, int64_t t, int kv, f16_t* out) c
   const int bits = kv_bits(opt_.type);
   const FrozenBlock f = frozen_block(il, b);
   const int64_t per_row = row_ / opt_.group;
+  const float* lv = levels(il, kv);
   if (kv == 1) {
-    dequantize_row(f.v_codes + t * f.v_stride, f.v_params + t * per_row, row_, opt_.group, bits, out);
+    dequantize_row(f.v_codes + t * f.v_stride, f.v_params + t * per_row, row_, opt_.group, bits, out, lv);
   } else if (opt_.k_axis == KeyAxis::Channel) {
-    dequantize_column_row(f.k_codes, f.k_params, block_, row_, bits, t, out);
+    dequantize_column_row(f.k_codes, f.k_params, block_, row_, bits, t, out, lv);
   } else {
-    dequantize_row(f.k_codes + t * f.k_stride, f.k_params + t * per_row, row_, opt_.group, bits, out);
+    dequantize_row(f.k_codes + t * f.k_stride, f.k_params + t * per_row, row_, opt_.group, bits, out, lv);
   }
   // The row's outliers: what the codes hold plus what they miss.
   for (const Outlier* e = kv == 0 ? f.k_out : f.v_out, *last = e + f.n_out; e != last; ++e) {

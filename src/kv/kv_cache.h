@@ -14,6 +14,7 @@
 #include "core/fp16.h"
 #include "core/thread_pool.h"
 #include "kv/block_allocator.h"
+#include "kv/codebook.h"
 #include "kv/key_rope.h"
 #include "kv/kv_quant.h"
 #include "ops/kv_view.h"
@@ -26,7 +27,8 @@ inline constexpr int64_t kBlockTokens = 16;
 // A frozen block of one layer, in place: keys per channel (column c's block codes at k_codes +
 // c * k_stride, parameters [row]) or per token (row t's codes at k_codes + t * k_stride,
 // parameters [block, row / group]); values per token (row t at v_codes + t * v_stride,
-// parameters [block, row / group]); n_out outliers of each (--kv-outliers), sorted by (c, t).
+// parameters [block, row / group]); n_out outliers of each (--kv-outliers), sorted by (c, t);
+// codes stand for the levels when given (x ~= min + levels[code] * scale).
 struct FrozenBlock {
   const uint8_t* k_codes = nullptr;
   const QuantParams* k_params = nullptr;
@@ -36,6 +38,9 @@ struct FrozenBlock {
   const Outlier* k_out = nullptr;
   const Outlier* v_out = nullptr;
   int64_t n_out = 0;
+  // With a codebook (--kv-codebook) the layer's levels of K and V, 16 floats each; else nullptr.
+  const float* k_levels = nullptr;
+  const float* v_levels = nullptr;
 };
 
 // A quantized cache's rows of one layer and sequence, dequantized to half for attention.
@@ -121,6 +126,18 @@ class KvCache {
   // Keys quantized before RoPE (KvOptions::k_prerope): each layer's rotation, over heads of
   // head_dim values; needed before a block freezes (Error there without it).
   void set_key_rope(std::vector<ops::Rope> per_layer, int64_t head_dim);
+  // A codebook (KvOptions::codebook): codes index its levels from the next block frozen on;
+  // needed before a block freezes (Error there without it). UsageError for one of other bits or
+  // layers.
+  void set_codebook(const KvCodebook& cb);
+  // Layer il's levels of K (0) or V (1), padded to 16 floats (the kernels' tables); nullptr
+  // for uniform codes.
+  const float* levels(int64_t il, int kv) const {
+    return levels_.empty() ? nullptr : levels_.data() + (il * 2 + kv) * 16;
+  }
+  // Calibration (squeeze calibrate-kv): fit (which must outlive the cache's freezes, or be
+  // unset with nullptr) observes what every block's groups hold as it freezes.
+  void set_codebook_fit(CodebookFit* fit) { fit_ = fit; }
   // Columns [c0, c0 + n) of the key frozen block b holds at row t of layer il, in float as
   // attention sees it: codes plus outliers, rotated to the cell's position when quantized
   // before RoPE (c0 and n whole heads then).
@@ -191,6 +208,8 @@ class KvCache {
   size_t k_params_ = 0, v_params_ = 0;  // QuantParams
   int64_t n_out_ = 0;
   KeyRope rope_;  // keys before RoPE: the layers' rotations
+  std::vector<float> levels_;    // a codebook's levels: [n_layer, 2, 16]
+  CodebookFit* fit_ = nullptr;   // calibration's observer
   size_t qbytes_ = 0;
   std::vector<uint8_t> q_;                     // [n_layer, n_blocks, qbytes_]
 };

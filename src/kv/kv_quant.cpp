@@ -15,18 +15,13 @@ namespace squeeze::kv {
 
 namespace {
 
-// The parameters of values in [lo, hi]: the minimum rounded to half, the scale from it so the
-// top code reaches hi (0 for a constant group).
-QuantParams fit(float lo, float hi, int bits) {
-  const float levels = static_cast<float>((1 << bits) - 1);
-  QuantParams p;
-  p.min = f32_to_f16(lo);
-  const float min = f16_to_f32(p.min);
-  p.scale = f32_to_f16(std::max(0.0f, hi - min) / levels);
-  return p;
-}
-
-inline uint32_t encode(float x, float min, float inv_scale, uint32_t top) {
+inline uint32_t encode(float x, float min, float inv_scale, uint32_t top, const float* levels) {
+  if (levels != nullptr) {  // the nearest level: past each midpoint the code goes up
+    const float t = (x - min) * inv_scale;
+    uint32_t c = 0;
+    while (c < top && t > 0.5f * (levels[c] + levels[c + 1])) ++c;
+    return c;
+  }
   const float c = std::nearbyint((x - min) * inv_scale);
   return c <= 0 ? 0 : std::min(static_cast<uint32_t>(c), top);
 }
@@ -38,6 +33,15 @@ inline void put(uint8_t* codes, int64_t i, int bits, uint32_t code) {
 
 
 }  // namespace
+
+QuantParams fit_group(float lo, float hi, int bits) {
+  const float levels = static_cast<float>((1 << bits) - 1);
+  QuantParams p;
+  p.min = f32_to_f16(lo);
+  const float min = f16_to_f32(p.min);
+  p.scale = f32_to_f16(std::max(0.0f, hi - min) / levels);
+  return p;
+}
 
 KvType parse_kv_type(std::string_view name) {
   if (name == "f16") return KvType::F16;
@@ -85,6 +89,7 @@ std::string describe(const KvOptions& o) {
     std::snprintf(f, sizeof(f), ", outliers %g", o.outliers);
     d += f;
   }
+  if (o.codebook) d += ", codebook";
   return d + ")";
 }
 
@@ -101,6 +106,7 @@ void check_kv_options(const KvOptions& o, int64_t row) {
   if (o.outliers > 0 && (row > 65535 || block_tokens(o) > 65535)) {
     throw UsageError("--kv-outliers needs a KV row and a block of at most 65535 values");
   }
+  if (o.codebook && o.type == KvType::Q8) throw UsageError("--kv-codebook is for q4 and q2 codes, not q8");
 }
 
 int64_t outlier_count(const KvOptions& o, int64_t block, int64_t row) {
@@ -168,21 +174,21 @@ int64_t block_tokens(const KvOptions& o) {
 }
 
 void quantize_row_groups(const float* x, int64_t width, int64_t group, int bits, uint8_t* codes,
-                         QuantParams* params) {
+                         QuantParams* params, const float* levels) {
   std::memset(codes, 0, packed_bytes(width, bits));
   const auto top = static_cast<uint32_t>((1 << bits) - 1);
   for (int64_t g0 = 0; g0 < width; g0 += group) {
     const auto [lo, hi] = std::minmax_element(x + g0, x + g0 + group);
-    const QuantParams p = fit(*lo, *hi, bits);
+    const QuantParams p = fit_group(*lo, *hi, bits);
     params[g0 / group] = p;
     const float scale = f16_to_f32(p.scale), min = f16_to_f32(p.min);
     const float inv = scale > 0 ? 1.0f / scale : 0.0f;
-    for (int64_t c = g0; c < g0 + group; ++c) put(codes, c, bits, encode(x[c], min, inv, top));
+    for (int64_t c = g0; c < g0 + group; ++c) put(codes, c, bits, encode(x[c], min, inv, top, levels));
   }
 }
 
 void quantize_columns(const float* x, int64_t n_rows, int64_t width, int bits, uint8_t* codes,
-                      QuantParams* params) {
+                      QuantParams* params, const float* levels) {
   const size_t col_bytes = packed_bytes(n_rows, bits);
   std::memset(codes, 0, col_bytes * static_cast<size_t>(width));
   const auto top = static_cast<uint32_t>((1 << bits) - 1);
@@ -192,32 +198,32 @@ void quantize_columns(const float* x, int64_t n_rows, int64_t width, int bits, u
       lo = std::min(lo, x[r * width + c]);
       hi = std::max(hi, x[r * width + c]);
     }
-    params[c] = fit(lo, hi, bits);
+    params[c] = fit_group(lo, hi, bits);
   }
   for (int64_t c = 0; c < width; ++c) {
     uint8_t* col = codes + static_cast<size_t>(c) * col_bytes;
     const float scale = f16_to_f32(params[c].scale), min = f16_to_f32(params[c].min);
     const float inv = scale > 0 ? 1.0f / scale : 0.0f;
-    for (int64_t r = 0; r < n_rows; ++r) put(col, r, bits, encode(x[r * width + c], min, inv, top));
+    for (int64_t r = 0; r < n_rows; ++r) put(col, r, bits, encode(x[r * width + c], min, inv, top, levels));
   }
 }
 
 void dequantize_row(const uint8_t* codes, const QuantParams* params, int64_t width, int64_t group,
-                    int bits, f16_t* out) {
+                    int bits, f16_t* out, const float* levels) {
   for (int64_t g0 = 0; g0 < width; g0 += group) {
     const QuantParams& p = params[g0 / group];
     const float scale = f16_to_f32(p.scale), min = f16_to_f32(p.min);
     for (int64_t c = g0; c < g0 + group; ++c) {
-      out[c] = f32_to_f16(min + static_cast<float>(code_at(codes, c, bits)) * scale);
+      out[c] = f32_to_f16(min + code_value(codes, c, bits, levels) * scale);
     }
   }
 }
 
 void dequantize_column_row(const uint8_t* codes, const QuantParams* params, int64_t n_rows,
-                           int64_t width, int bits, int64_t r, f16_t* out) {
+                           int64_t width, int bits, int64_t r, f16_t* out, const float* levels) {
   const size_t col_bytes = packed_bytes(n_rows, bits);
   for (int64_t c = 0; c < width; ++c) {
-    const float code = static_cast<float>(code_at(codes + static_cast<size_t>(c) * col_bytes, r, bits));
+    const float code = code_value(codes + static_cast<size_t>(c) * col_bytes, r, bits, levels);
     out[c] = f32_to_f16(f16_to_f32(params[c].min) + code * f16_to_f32(params[c].scale));
   }
 }

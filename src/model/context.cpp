@@ -37,6 +37,7 @@ Context::Context(const Model& model, int64_t n_ctx, ThreadPool& pool, int64_t n_
       s_(model.hparams(), std::max<int64_t>(1, std::min(n_batch, n_ctx))),
       cells_(static_cast<size_t>(n_seq)) {
   if (kv_options.k_prerope) kv_.set_key_rope(key_ropes(model), model.hparams().head_dim);
+  if (kv_options.codebook) kv_.set_codebook(kv::KvCodebook::require(model.file(), kv_options.type));
 }
 
 Error Context::kv_full(const std::string& who, int64_t blocks) const {

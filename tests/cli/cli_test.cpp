@@ -143,6 +143,33 @@ TEST(Cli, KvCacheOptions) {
                      "--kv-outliers");
 }
 
+// A KV codebook: calibrate-kv writes a copy of the model holding one, which --kv-codebook runs
+// with; a model without one (or one of other bits), q8, and options calibrate-kv does not read
+// are clear errors.
+TEST(Cli, KvCodebook) {
+  const std::string m = write_file("squeeze_cli_kvcb.gguf", tiny_bytes());
+  std::string words;
+  for (int i = 0; i < 60; ++i) words += "the quick brown fox jumps over the lazy dog " + std::to_string(i) + ". ";
+  const std::string text = write_file("squeeze_cli_kvcb.txt", std::vector<uint8_t>(words.begin(), words.end()));
+  const std::string out = testing::temp_path("squeeze_cli_kvcb_out.gguf");
+  fs::remove(out);
+  const std::string calib = "calibrate-kv -m " + m + " -f " + text + " --samples 2 --ctx 48 --kv-group 16 ";
+  Result r = squeeze_cmd(calib + "--kv-type q2 -o " + out);
+  ASSERT_EQ(r.rc, 0) << r.err;
+  EXPECT_NE(r.out.find("fitted"), std::string::npos) << r.out;
+  const std::string run = "run -p 'hello there' -n 8 --temp 0 --ctx 64 --kv-group 16 --kv-recent 0 ";
+  r = squeeze_cmd(run + "-m " + out + " --kv-type q2 --kv-codebook");
+  EXPECT_EQ(r.rc, 0) << r.err;
+  expect_clean_error(squeeze_cmd(run + "-m " + m + " --kv-type q2 --kv-codebook"), "calibrate-kv");
+  expect_clean_error(squeeze_cmd(run + "-m " + out + " --kv-type q4 --kv-codebook"), "q4");
+  expect_clean_error(squeeze_cmd(run + "-m " + out + " --kv-type q8 --kv-codebook"), "q8");
+  expect_clean_error(squeeze_cmd("run -p hi --ctx 64 -m " + out + " --kv-codebook"), "--kv-codebook");
+  expect_clean_error(squeeze_cmd(calib + "--kv-type q2 --kv-recent 0 -o " + out + ".2"), "--kv-recent");
+  expect_clean_error(squeeze_cmd(calib + "--kv-type q8 -o " + out + ".2"), "q4 or q2");
+  expect_clean_error(squeeze_cmd(calib + "--kv-type q2"), "--output");
+  EXPECT_FALSE(fs::exists(out + ".2"));
+}
+
 // Token eviction: a run past the budget works and the generation goes on; bad policies and
 // budgets, options without --kv-evict or foreign to the policy, and a quantized cache are clear
 // errors.

@@ -1,11 +1,13 @@
 // kv::attention_decode against attention computed in double from what the quantized cache
-// holds (min + code * scale of frozen blocks, halves of hot ones), and its ISA twins against
-// each other to the bit: keys per channel and per token, 8/4/2 bits, groups within and across
-// heads, sinks, windows, outliers, keys before RoPE and dropped heads.
+// holds (min + code * scale of frozen blocks, or min + level * scale with a codebook; halves of
+// hot ones), and its ISA twins against each other to the bit: keys per channel and per token,
+// 8/4/2 bits, groups within and across heads, sinks, windows, outliers, keys before RoPE,
+// codebooks and dropped heads.
 #include "kv/kv_attention.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -26,8 +28,10 @@ double held(const KvCache& c, int64_t il, int32_t cell, int kv, int64_t col) {
   const FrozenBlock f = c.frozen_block(il, b);
   const int bits = kv_bits(c.type());
   const int64_t at = t * (kRow / c.options().group) + col / c.options().group;  // per token
-  auto value = [](const QuantParams& p, uint32_t code) {
-    return static_cast<double>(f16_to_f32(p.min)) + static_cast<double>(code) * f16_to_f32(p.scale);
+  const float* levels = c.levels(il, kv);
+  auto value = [&](const QuantParams& p, uint32_t code) {
+    const double x = levels != nullptr ? levels[code] : static_cast<double>(code);
+    return static_cast<double>(f16_to_f32(p.min)) + x * f16_to_f32(p.scale);
   };
   double delta = 0;  // an outlier's difference from its code
   for (const Outlier* e = kv == 0 ? f.k_out : f.v_out, *last = e + f.n_out; e != last; ++e) {
@@ -81,6 +85,20 @@ std::vector<double> reference(const ops::AttentionShape& shape, const KvCache& c
   return out;
 }
 
+// A codebook of kLayers layers whose levels are off the uniform grid by up to 0.3.
+KvCodebook test_codebook(int bits) {
+  KvCodebook cb;
+  cb.bits = bits;
+  cb.n_layer = kLayers;
+  for (int h = 0; h < kLayers * 2; ++h) {
+    for (int c = 0; c < (1 << bits); ++c) {
+      const float top = static_cast<float>((1 << bits) - 1);
+      cb.levels.push_back(std::clamp(static_cast<float>(c) + 0.3f * std::sin(static_cast<float>(3 * c + h)), 0.0f, top));
+    }
+  }
+  return cb;
+}
+
 struct Case {
   KvOptions opt;
   int64_t window;
@@ -100,6 +118,10 @@ TEST(KvAttention, MatchesAttentionOverWhatTheCacheHoldsAndTwinsAgree) {
       {{KvType::Q4, KeyAxis::Channel, 16, 24, 0, 0, true}, 0},  // keys before RoPE
       {{KvType::Q2, KeyAxis::Channel, 32, 0, 8, 0.02, true}, 50},
       {{KvType::Q4, KeyAxis::Token, 16, 16, 0, 0.02, true}, 0},
+      {{KvType::Q4, KeyAxis::Channel, 16, 24, 0, 0, false, true}, 0},  // codebooks
+      {{KvType::Q2, KeyAxis::Channel, 32, 0, 8, 0.02, false, true}, 0},
+      {{KvType::Q4, KeyAxis::Token, 16, 16, 0, 0, false, true}, 40},
+      {{KvType::Q2, KeyAxis::Channel, 32, 0, 8, 0, true, true}, 0},
   };
   const uint8_t keep[kHead] = {1, 0, 1, 1};
   // Two threads: units of one head; one thread: of both heads of a GQA group.
@@ -108,6 +130,7 @@ TEST(KvAttention, MatchesAttentionOverWhatTheCacheHoldsAndTwinsAgree) {
     ThreadPool pool(threads);
     KvCache c(kLayers, kRow, 512, 2, k.opt);
     if (k.opt.k_prerope) c.set_key_rope({kRope, kRope}, kDim);
+    if (k.opt.codebook) c.set_codebook(test_codebook(kv_bits(k.opt.type)));
     // Two sequences of 150 and 77 tokens, written in chunks as a context writes them.
     const int64_t lens[2] = {150, 77};
     for (int64_t seq = 0; seq < 2; ++seq) {

@@ -30,7 +30,8 @@ std::optional<KvCodebook> KvCodebook::read(const gguf::File& f, KvType type) {
   cb.options = std::string(f.get_string(p + "options").value_or(""));
   cb.calib = std::string(f.get_string(p + "calib").value_or(""));
   const int64_t n = cb.n_levels();
-  if (cb.n_layer < 1 || static_cast<int64_t>(cb.levels.size()) != cb.n_layer * 2 * n) {
+  if (cb.n_layer < 1 || cb.n_layer > (int64_t{1} << 20) ||
+      static_cast<int64_t>(cb.levels.size()) != cb.n_layer * 2 * n) {
     throw FormatError(p + "levels: " + std::to_string(cb.levels.size()) + " values, not " +
                       std::to_string(cb.n_layer) + " layers x 2 x " + std::to_string(n));
   }

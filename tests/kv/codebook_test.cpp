@@ -122,6 +122,9 @@ TEST(KvCodebook, ModelFileKeysRoundTripAndBadOnesAreErrors) {
   std::swap(bad.levels[1], bad.levels[2]);  // out of order
   EXPECT_THROW(KvCodebook::read(file([&](gguf::Writer& w) { bad.write(w); }), KvType::Q2), FormatError);
   bad = cb;
+  bad.n_layer = int64_t{1} << 61;  // a count whose levels would overflow
+  EXPECT_THROW(KvCodebook::read(file([&](gguf::Writer& w) { bad.write(w); }), KvType::Q2), FormatError);
+  bad = cb;
   bad.levels[3] = 3.5f;  // past the top code
   EXPECT_THROW(KvCodebook::read(file([&](gguf::Writer& w) { bad.write(w); }), KvType::Q2), FormatError);
 }

@@ -114,11 +114,9 @@ KvCodebook CodebookFit::uniform() const {
 
 namespace {
 
-// The level nearest t (ties to the lower, as kv_quant's encode).
+// The level nearest t, as the quantizer picks it.
 int nearest(const float* levels, int n, double t) {
-  int c = 0;
-  while (c + 1 < n && t > 0.5 * (levels[c] + levels[c + 1])) ++c;
-  return c;
+  return static_cast<int>(nearest_level(levels, static_cast<uint32_t>(n - 1), t));
 }
 
 }  // namespace

@@ -348,7 +348,7 @@ void KvCache::dequantize(int64_t il, int32_t b, int64_t t, int kv, f16_t* out) c
   const int bits = kv_bits(opt_.type);
   const FrozenBlock f = frozen_block(il, b);
   const int64_t per_row = row_ / opt_.group;
-  const float* lv = levels(il, kv);
+  const float* lv = kv == 0 ? f.k_levels : f.v_levels;
   if (kv == 1) {
     dequantize_row(f.v_codes + t * f.v_stride, f.v_params + t * per_row, row_, opt_.group, bits, out, lv);
   } else if (opt_.k_axis == KeyAxis::Channel) {

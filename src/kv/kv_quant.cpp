@@ -16,12 +16,7 @@ namespace squeeze::kv {
 namespace {
 
 inline uint32_t encode(float x, float min, float inv_scale, uint32_t top, const float* levels) {
-  if (levels != nullptr) {  // the nearest level: past each midpoint the code goes up
-    const float t = (x - min) * inv_scale;
-    uint32_t c = 0;
-    while (c < top && t > 0.5f * (levels[c] + levels[c + 1])) ++c;
-    return c;
-  }
+  if (levels != nullptr) return nearest_level(levels, top, (x - min) * inv_scale);
   const float c = std::nearbyint((x - min) * inv_scale);
   return c <= 0 ? 0 : std::min(static_cast<uint32_t>(c), top);
 }

@@ -123,6 +123,15 @@ inline uint32_t code_at(const uint8_t* codes, int64_t i, int bits) {
   return (codes[bit / 8] >> (bit % 8)) & ((1u << bits) - 1);
 }
 
+// The code of the level nearest t (levels ascending, top + 1 of them): past each midpoint the
+// code goes up, ties to the lower.
+template <class T>
+inline uint32_t nearest_level(const float* levels, uint32_t top, T t) {
+  uint32_t c = 0;
+  while (c < top && t > T(0.5) * (levels[c] + levels[c + 1])) ++c;
+  return c;
+}
+
 // What code i stands for in code units: the code, or its level with a codebook.
 inline float code_value(const uint8_t* codes, int64_t i, int bits, const float* levels) {
   const uint32_t c = code_at(codes, i, bits);

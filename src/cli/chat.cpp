@@ -15,10 +15,11 @@ int cmd_chat(int argc, char** argv) {
                "squeeze chat"};
   ModelOptions mo;
   SamplingOptions so;
-  std::string system;
+  std::string system, domain;
   int64_t n_predict = -1;
   mo.add_to(app);
   mo.evict.add_to(app);
+  add_domain_option(app, domain, /*routes=*/false);
   app.add_option("-s,--system", system, "system message (default: the template's own)");
   app.add_option("-n,--n-predict", n_predict, "max tokens per reply; -1 = until the end")
       ->capture_default_str()
@@ -27,7 +28,8 @@ int cmd_chat(int argc, char** argv) {
   if (auto rc = parse(app, argc, argv)) return *rc;
 
   return guarded([&] {
-    serve::Generator g(generator_options(mo, so));
+    const serve::GeneratorOptions go = generator_options(mo, so);
+    serve::Generator g(go, load_model(go.model_path, domain, go.threads));
     if (g.act_sparsity() != nullptr) print_act_sparsity(*g.act_sparsity());
     enable_prefill_pruning(g.model(), mo.prefill, g.context());
     const tokenizer::Tokenizer& tok = g.tokenizer();

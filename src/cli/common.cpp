@@ -173,8 +173,8 @@ void add_domain_option(CLI::App& app, std::string& domain, bool routes) {
   app.add_option("--domain", domain,
                  std::string("run the model restricted to one domain's FFN neurons (a file written "
                              "by squeeze prune --domains): its name") +
-                     (routes ? ", or auto: the domain nearest to the prompt's early-layer "
-                               "activations" : ""));
+                     (routes ? ", or auto: the domain the file's router picks from the prompt's "
+                               "early-layer activations" : ""));
 }
 
 std::unique_ptr<model::Model> load_model(
@@ -192,10 +192,10 @@ std::unique_ptr<model::Model> load_model(
     const std::vector<int32_t> ids = route_tokens(*dense);
     // The first 512 tokens route (the feature is a mean; more add little but time).
     const std::span<const int32_t> head(ids.data(), std::min<size_t>(ids.size(), 512));
-    double cosine = 0.0;
-    d = compress::nearest_domain(*table, compress::route_feature(*dense, head, table->route_layer, pool), &cosine);
-    std::fprintf(stderr, "domain: %s (auto, cosine %.4f over %zu prompt tokens)\n", table->names[d].c_str(),
-                 cosine, head.size());
+    double probability = 0.0;
+    d = compress::route_domain(*table, compress::route_feature(*dense, head, table->route_layer, pool), &probability);
+    std::fprintf(stderr, "domain: %s (auto, probability %.3f over %zu prompt tokens)\n", table->names[d].c_str(),
+                 probability, head.size());
   } else {
     d = table->index(domain);
     std::fprintf(stderr, "domain: %s\n", table->names[d].c_str());

@@ -50,7 +50,7 @@ int cmd_route(int argc, char** argv) {
       std::vector<int32_t> win;
       if (bos >= 0) win.push_back(bos);
       win.insert(win.end(), ids.begin() + start, ids.begin() + start + body);
-      ++count[compress::nearest_domain(*table, compress::route_feature(*model, win, table->route_layer, pool))];
+      ++count[compress::route_domain(*table, compress::route_feature(*model, win, table->route_layer, pool))];
     }
     std::printf("%s: %lld windows of %lld tokens:", text_path.c_str(), static_cast<long long>(windows),
                 static_cast<long long>(tokens));

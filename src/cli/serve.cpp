@@ -27,7 +27,9 @@ int cmd_serve(int argc, char** argv) {
   serve::EngineConfig ec;
   serve::HttpOptions ho;
   std::optional<uint64_t> seed;
+  std::string domain;
   mo.add_to(app);
+  add_domain_option(app, domain, /*routes=*/false);
   app.add_option("--host", ho.host, "address to listen on")->capture_default_str();
   app.add_option("--port", ho.port, "port (0: any free one, printed)")
       ->capture_default_str()
@@ -69,7 +71,7 @@ int cmd_serve(int argc, char** argv) {
 
   return guarded([&] {
     const std::string path = resolve_model_path(mo.model);
-    const auto model = model::Model::load(path);
+    const auto model = load_model(path, domain, mo.resolved_threads());
     const tokenizer::Tokenizer tok(tokenizer::read_vocab(model->file()));
     std::optional<tokenizer::ChatTemplate> tmpl;
     const std::string& arch = model->hparams().arch;

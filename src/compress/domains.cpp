@@ -6,18 +6,20 @@
 
 #include "calib/calib.h"
 #include "compress/output.h"
-#include "compress/structured_stats.h"
 #include "core/error.h"
 #include "model/context.h"
 #include "model/names.h"
+#include "tokenizer/tokenizer.h"
 
 namespace squeeze::compress {
 
 namespace {
 
 constexpr std::string_view kPrefix = "squeeze.domains.";
-// Samples of each domain's calibration text the centroid is the mean over.
-constexpr int64_t kCentroidSamples = 32;
+// The router's training windows per domain, and their length in tokens (BOS included): prompts
+// are routed on their first tokens, so the router learns on windows of a prompt's length.
+constexpr int64_t kRouteSamples = 256;
+constexpr int64_t kRouteTokens = 64;
 
 std::string key(std::string_view suffix) { return std::string(kPrefix) + std::string(suffix); }
 
@@ -73,10 +75,12 @@ std::optional<DomainTable> read_domains(const gguf::File& f, int64_t n_layer, in
   for (std::string_view n : f.require_string_array(key("names"))) t.names.emplace_back(n);
   t.ffn_length = f.require_int(key("ffn_length"));
   t.route_layer = f.require_int(key("route_layer"));
+  t.route_tokens = f.require_int(key("route_tokens"));
   const auto bad = [&](const std::string& what) { return FormatError(f.path() + ": " + what); };
   if (t.names.empty()) throw bad(key("names") + " is empty");
   if (t.ffn_length <= 0) throw bad(key("ffn_length") + " is not positive");
   if (t.route_layer < 0 || t.route_layer >= n_layer) throw bad(key("route_layer") + " is not a layer");
+  if (t.route_tokens < 2) throw bad(key("route_tokens") + " is below 2");
   for (const std::string& name : t.names) {
     const std::vector<int64_t> flat = f.get_int_array(key(name + ".neurons"));
     if (static_cast<int64_t>(flat.size()) != n_layer * t.ffn_length) {
@@ -87,9 +91,10 @@ std::optional<DomainTable> read_domains(const gguf::File& f, int64_t n_layer, in
       layers[il].assign(flat.begin() + il * t.ffn_length, flat.begin() + (il + 1) * t.ffn_length);
     }
     t.neurons.push_back(std::move(layers));
-    std::vector<float> c = f.get_float_array(key(name + ".centroid"));
-    if (static_cast<int64_t>(c.size()) != n_embd) throw bad(key(name + ".centroid") + " is not [n_embd]");
-    t.centroids.push_back(std::move(c));
+    std::vector<float> w = f.get_float_array(key(name + ".route_weight"));
+    if (static_cast<int64_t>(w.size()) != n_embd) throw bad(key(name + ".route_weight") + " is not [n_embd]");
+    t.route_weight.push_back(std::move(w));
+    t.route_bias.push_back(static_cast<float>(f.require_float(key(name + ".route_bias"))));
   }
   return t;
 }
@@ -116,24 +121,99 @@ std::vector<float> route_feature(const model::Model& m, std::span<const int32_t>
   return {sum.begin(), sum.end()};
 }
 
-int64_t nearest_domain(const DomainTable& t, std::span<const float> feature, double* cosine) {
-  int64_t best = 0;
-  double best_cos = -2.0;
-  for (size_t d = 0; d < t.centroids.size(); ++d) {
-    double dot = 0.0, nf = 0.0, nc = 0.0;
-    for (size_t i = 0; i < feature.size(); ++i) {
-      dot += static_cast<double>(feature[i]) * t.centroids[d][i];
-      nf += static_cast<double>(feature[i]) * feature[i];
-      nc += static_cast<double>(t.centroids[d][i]) * t.centroids[d][i];
-    }
-    const double c = dot / std::sqrt(std::max(nf * nc, 1e-30));
-    if (c > best_cos) {
-      best_cos = c;
-      best = static_cast<int64_t>(d);
+int64_t route_domain(const DomainTable& t, std::span<const float> feature, double* probability) {
+  std::vector<double> score(t.route_weight.size());
+  for (size_t d = 0; d < score.size(); ++d) {
+    double z = t.route_bias[d];
+    for (size_t i = 0; i < feature.size(); ++i) z += static_cast<double>(feature[i]) * t.route_weight[d][i];
+    score[d] = z;
+  }
+  const auto best = static_cast<int64_t>(std::max_element(score.begin(), score.end()) - score.begin());
+  if (probability != nullptr) {
+    double sum = 0.0;
+    for (double z : score) sum += std::exp(z - score[best]);
+    *probability = 1.0 / sum;
+  }
+  return best;
+}
+
+LinearRouter train_router(const std::vector<std::vector<std::vector<float>>>& features, double l2, int iterations) {
+  const auto n_class = static_cast<int64_t>(features.size());
+  if (n_class < 1) throw Error("train_router: no classes");
+  int64_t n = 0, p = -1;
+  for (const auto& rows : features) {
+    if (rows.empty()) throw Error("train_router: a class without samples");
+    for (const auto& r : rows) {
+      if (p < 0) p = static_cast<int64_t>(r.size());
+      if (static_cast<int64_t>(r.size()) != p) throw Error("train_router: samples differ in length");
+      ++n;
     }
   }
-  if (cosine != nullptr) *cosine = best_cos;
-  return best;
+  // Standardized samples, row-major [n][p], and their classes.
+  std::vector<double> mean(p, 0.0), dev(p, 0.0), x(static_cast<size_t>(n * p));
+  std::vector<int64_t> label;
+  for (int64_t c = 0; c < n_class; ++c) {
+    for (const auto& r : features[c]) {
+      for (int64_t i = 0; i < p; ++i) mean[i] += r[i];
+      label.push_back(c);
+    }
+  }
+  for (double& m : mean) m /= static_cast<double>(n);
+  for (const auto& rows : features) {
+    for (const auto& r : rows) {
+      for (int64_t i = 0; i < p; ++i) dev[i] += (r[i] - mean[i]) * (r[i] - mean[i]);
+    }
+  }
+  for (double& d : dev) d = std::sqrt(d / static_cast<double>(n)) + 1e-8;
+  int64_t row = 0;
+  for (const auto& rows : features) {
+    for (const auto& r : rows) {
+      for (int64_t i = 0; i < p; ++i) x[row * p + i] = (r[i] - mean[i]) / dev[i];
+      ++row;
+    }
+  }
+  // Gradient descent on the mean cross-entropy plus l2/2 |w|^2 (a smooth, convex loss: a step
+  // of 0.5 suits standardized features).
+  constexpr double kStep = 0.5;
+  std::vector<double> w(static_cast<size_t>(n_class * p), 0.0), b(n_class, 0.0);
+  std::vector<double> gw(w.size()), gb(n_class), prob(n_class);
+  for (int it = 0; it < iterations; ++it) {
+    std::fill(gw.begin(), gw.end(), 0.0);
+    std::fill(gb.begin(), gb.end(), 0.0);
+    for (int64_t s = 0; s < n; ++s) {
+      const double* xs = x.data() + s * p;
+      double top = -1e300;
+      for (int64_t c = 0; c < n_class; ++c) {
+        double z = b[c];
+        for (int64_t i = 0; i < p; ++i) z += w[c * p + i] * xs[i];
+        prob[c] = z;
+        top = std::max(top, z);
+      }
+      double sum = 0.0;
+      for (double& z : prob) sum += (z = std::exp(z - top));
+      for (int64_t c = 0; c < n_class; ++c) {
+        const double g = (prob[c] / sum - (label[s] == c ? 1.0 : 0.0)) / static_cast<double>(n);
+        gb[c] += g;
+        for (int64_t i = 0; i < p; ++i) gw[c * p + i] += g * xs[i];
+      }
+    }
+    for (size_t k = 0; k < w.size(); ++k) w[k] -= kStep * (gw[k] + l2 * w[k]);
+    for (int64_t c = 0; c < n_class; ++c) b[c] -= kStep * gb[c];
+  }
+  // Folded: w . (f - mean) / dev + b = (w / dev) . f + (b - (w / dev) . mean).
+  LinearRouter r;
+  for (int64_t c = 0; c < n_class; ++c) {
+    std::vector<float> wc(p);
+    double bc = b[c];
+    for (int64_t i = 0; i < p; ++i) {
+      const double wi = w[c * p + i] / dev[i];
+      wc[i] = static_cast<float>(wi);
+      bc -= wi * mean[i];
+    }
+    r.weight.push_back(std::move(wc));
+    r.bias.push_back(static_cast<float>(bc));
+  }
+  return r;
 }
 
 std::unique_ptr<model::Model> domain_model(const model::Model& dense, const DomainTable& t, int64_t d,
@@ -164,12 +244,14 @@ DomainPruneStats prune_domains(const std::string& model_path, const std::string&
   const int64_t route_layer = std::min<int64_t>(2, hp.n_layer - 1);
   DomainPruneStats ds;
   ds.n_ff_before = hp.n_ff;
+  const int64_t route_tokens = std::min<int64_t>(kRouteTokens, hp.n_ctx_train);
   struct Result {
     std::vector<int32_t> neurons;
-    std::vector<float> centroid;
     std::string hash;
   };
   std::vector<Result> results;
+  std::vector<std::vector<std::vector<float>>> route_features;  // [domain][window]
+  tokenizer::Tokenizer tok(tokenizer::read_vocab(m->file()));
   for (const DomainSpec& d : domains) {
     if (o.log) o.log("domain " + d.name + ": " + d.calib_path, false);
     StructuredPruneOptions od = o;
@@ -179,22 +261,23 @@ DomainPruneStats prune_domains(const std::string& model_path, const std::string&
     ds.n_ff_after = st.units_after;
     Result r;
     for (const std::vector<int64_t>& layer : st.kept) r.neurons.insert(r.neurons.end(), layer.begin(), layer.end());
-    // The centroid, on the first samples of the same calibration windows.
-    const calib::CalibSamples samples = read_calibration_samples(*m, od);
-    r.hash = samples.text_hash;
-    std::vector<double> c(static_cast<size_t>(hp.n_embd), 0.0);
-    const int64_t n = std::min<int64_t>(kCentroidSamples, static_cast<int64_t>(samples.samples.size()));
-    for (int64_t i = 0; i < n; ++i) {
+    // The router's features, on windows of a prompt's length of the same text.
+    const calib::CalibSamples windows = calib::sample_calibration_text(
+        calib::read_calibration_text(d.calib_path), tok, kRouteSamples, route_tokens, o.seed);
+    r.hash = windows.text_hash;
+    std::vector<std::vector<float>>& feats = route_features.emplace_back();
+    for (size_t i = 0; i < windows.samples.size(); ++i) {
       if (cancelled(o.cancel)) throw Interrupted("interrupted; no output written");
-      const std::vector<float> f = route_feature(*m, samples.samples[i], route_layer, pool);
-      for (int64_t j = 0; j < hp.n_embd; ++j) c[j] += f[j];
-      if (o.log) o.log("domain " + d.name + ": centroid " + std::to_string(i + 1) + "/" + std::to_string(n), true);
+      feats.push_back(route_feature(*m, windows.samples[i], route_layer, pool));
+      if (o.log) {
+        o.log("domain " + d.name + ": routing window " + std::to_string(i + 1) + "/" +
+                  std::to_string(windows.samples.size()), true);
+      }
     }
-    normalize(c);
-    r.centroid.assign(c.begin(), c.end());
     results.push_back(std::move(r));
   }
   if (cancelled(o.cancel)) throw Interrupted("interrupted; no output written");
+  const LinearRouter router = train_router(route_features);
   write_with_metadata(
       m->file(), [](std::string_view k) { return k.starts_with(kPrefix); },
       [&](gguf::Writer& w) {
@@ -205,13 +288,15 @@ DomainPruneStats prune_domains(const std::string& model_path, const std::string&
         w.add_float32(key("sparsity"), static_cast<float>(o.fraction));
         w.add_uint32(key("ffn_length"), static_cast<uint32_t>(ds.n_ff_after));
         w.add_uint32(key("route_layer"), static_cast<uint32_t>(route_layer));
+        w.add_uint32(key("route_tokens"), static_cast<uint32_t>(route_tokens));
         w.add_uint32(key("calibration.samples"), static_cast<uint32_t>(o.calib_samples));
         w.add_uint32(key("calibration.ctx"), static_cast<uint32_t>(o.calib_ctx));
         w.add_uint64(key("calibration.seed"), o.seed);
         for (size_t i = 0; i < domains.size(); ++i) {
           const std::string& n = domains[i].name;
           w.add_int32_array(key(n + ".neurons"), results[i].neurons);
-          w.add_float32_array(key(n + ".centroid"), results[i].centroid);
+          w.add_float32_array(key(n + ".route_weight"), router.weight[i]);
+          w.add_float32(key(n + ".route_bias"), router.bias[i]);
           w.add_string(key(n + ".calibration.file"),
                        std::filesystem::path(domains[i].calib_path).filename().string());
           w.add_string(key(n + ".calibration.fnv1a64"), results[i].hash);

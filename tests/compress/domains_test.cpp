@@ -7,6 +7,7 @@
 #include <cstring>
 #include <fstream>
 #include <numeric>
+#include <random>
 
 #include "compress/domains.h"
 #include "compress/prune_structured.h"
@@ -119,16 +120,29 @@ TEST_F(Domains, CommandsTakeADomain) {
   const auto run = run_squeeze("run -m " + path + " --domain auto -p \"the lazy dog runs over the quick fox\" "
                                "-n 4 --temp 0 --ctx 64 -t 2", "dom_run");
   ASSERT_EQ(run.rc, 0) << run.err;
-  EXPECT_NE(run.err.find("domain: letters (auto, cosine"), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find("domain: letters (auto, probability"), std::string::npos) << run.err;
   const auto named = run_squeeze("run -m " + path + " --domain digits -p hello -n 4 --temp 0 --ctx 64 -t 2", "dom_run2");
   ASSERT_EQ(named.rc, 0) << named.err;
   EXPECT_NE(named.err.find("domain: digits"), std::string::npos) << named.err;
   const auto ppl = run_squeeze("perplexity -m " + path + " --domain letters -f " + letters_ + " --ctx 32 --chunks 2 -t 2",
                                "dom_ppl");
   ASSERT_EQ(ppl.rc, 0) << ppl.err;
+  // chat with a domain answers as run does with that domain and the chat template.
+  const auto chat = run_squeeze("chat -m " + path + " --domain digits -n 4 --temp 0 --ctx 64 -t 2", "dom_chat",
+                                "hello\n/quit\n");
+  ASSERT_EQ(chat.rc, 0) << chat.err;
+  EXPECT_NE(chat.err.find("domain: digits"), std::string::npos) << chat.err;
+  const auto run_chat = run_squeeze("run -m " + path + " --domain digits --chat -p hello -n 4 --temp 0 --ctx 64 -t 2",
+                                    "dom_run_chat");
+  ASSERT_EQ(run_chat.rc, 0) << run_chat.err;
+  ASSERT_FALSE(run_chat.out.empty());
+  EXPECT_NE(chat.out.find(run_chat.out), std::string::npos) << chat.out << " vs " << run_chat.out;
   const std::pair<std::string, std::string> bad[] = {
       {"run -m " + path + " --domain code -p hi -n 1", "the model's domains are letters, digits (or auto)"},
       {"run -m " + model_ + " --domain letters -p hi -n 1", "has no domain masks"},
+      {"chat -m " + path + " --domain code -n 1", "the model's domains are letters, digits"},
+      {"chat -m " + path + " --domain auto -n 1", "--domain auto routes a prompt"},
+      {"serve -m " + path + " --domain code --port 0", "the model's domains are letters, digits"},
       {"perplexity -m " + path + " --domain auto -f " + letters_, "--domain auto routes a prompt"},
       {"bench -m " + path + " --domain letters --machine", "--domain needs a model"},
       {"route -m " + model_ + " -f " + letters_, "has no domain masks"},
@@ -146,16 +160,79 @@ TEST_F(Domains, CommandsTakeADomain) {
 }
 
 TEST(DomainTables, MalformedOnesAreFormatErrors) {
-  testing::TinyModelSpec spec;
-  spec.extra = [](gguf::Writer& w) {
-    w.add_string_array("squeeze.domains.names", {"a"});
-    w.add_uint32("squeeze.domains.ffn_length", 64);
-    w.add_uint32("squeeze.domains.route_layer", 1);
-    w.add_int32_array("squeeze.domains.a.neurons", std::vector<int32_t>(64 * 2 - 1, 0));
-    w.add_float32_array("squeeze.domains.a.centroid", std::vector<float>(64, 0.125f));
+  // A well-formed table of one domain for 2 layers of n_embd 64, then each key broken in turn.
+  struct Table {
+    int64_t neurons = 64 * 2, weights = 64, route_tokens = 64;
+    bool bias = true;
   };
-  const gguf::File f = gguf::File::from_bytes("bad", testing::tiny_model_writer(spec).to_bytes());
-  EXPECT_THROW(read_domains(f, 2, 64), FormatError);
+  const auto file = [](const Table& t) {
+    testing::TinyModelSpec spec;
+    spec.extra = [t](gguf::Writer& w) {
+      w.add_string_array("squeeze.domains.names", {"a"});
+      w.add_uint32("squeeze.domains.ffn_length", 64);
+      w.add_uint32("squeeze.domains.route_layer", 1);
+      w.add_uint32("squeeze.domains.route_tokens", static_cast<uint32_t>(t.route_tokens));
+      w.add_int32_array("squeeze.domains.a.neurons", std::vector<int32_t>(t.neurons, 0));
+      w.add_float32_array("squeeze.domains.a.route_weight", std::vector<float>(t.weights, 0.125f));
+      if (t.bias) w.add_float32("squeeze.domains.a.route_bias", 0.0f);
+    };
+    return gguf::File::from_bytes("bad", testing::tiny_model_writer(spec).to_bytes());
+  };
+  EXPECT_TRUE(read_domains(file({}), 2, 64).has_value());
+  EXPECT_THROW(read_domains(file({.neurons = 64 * 2 - 1}), 2, 64), FormatError);
+  EXPECT_THROW(read_domains(file({.weights = 63}), 2, 64), FormatError);
+  EXPECT_THROW(read_domains(file({.route_tokens = 1}), 2, 64), FormatError);
+  EXPECT_THROW(read_domains(file({.bias = false}), 2, 64), FormatError);
+}
+
+// Classes told apart by one quiet channel while a loud channel, shared by all, varies more:
+// the nearest centroid by cosine mostly follows the loud channel, the trained router does not.
+TEST(DomainRouter, LearnsTheQuietChannel) {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> loud(0.0f, 3.0f), quiet(0.0f, 0.05f);
+  const auto sample = [&](int c) {
+    std::vector<float> x(8);
+    x[0] = 10.0f + loud(rng);                  // common to every class
+    x[1] = 5.0f + (c == 0 ? 0.3f : c == 1 ? 0.0f : -0.3f) + quiet(rng);  // the class
+    for (size_t i = 2; i < x.size(); ++i) x[i] = loud(rng);
+    return x;
+  };
+  std::vector<std::vector<std::vector<float>>> train(3), test(3);
+  for (int c = 0; c < 3; ++c) {
+    for (int i = 0; i < 200; ++i) train[c].push_back(sample(c));
+    for (int i = 0; i < 100; ++i) test[c].push_back(sample(c));
+  }
+  const LinearRouter r = train_router(train);
+  DomainTable t;
+  t.names = {"a", "b", "c"};
+  t.route_weight = r.weight;
+  t.route_bias = r.bias;
+  int right = 0;
+  for (int c = 0; c < 3; ++c) {
+    for (const auto& x : test[c]) {
+      double p = 0.0;
+      right += route_domain(t, x, &p) == c;
+      EXPECT_GE(p, 1.0 / 3.0);
+      EXPECT_LE(p, 1.0);
+    }
+  }
+  EXPECT_GE(right, 297);
+  // The same table routing by the class means alone (bias 0: the centroid rule) does much worse.
+  for (int c = 0; c < 3; ++c) {
+    std::vector<float> m(8, 0.0f);
+    for (const auto& x : train[c]) {
+      for (size_t i = 0; i < m.size(); ++i) m[i] += x[i] / 200.0f;
+    }
+    t.route_weight[c] = m;
+    t.route_bias[c] = 0.0f;
+  }
+  int by_mean = 0;
+  for (int c = 0; c < 3; ++c) {
+    for (const auto& x : test[c]) by_mean += route_domain(t, x) == c;
+  }
+  EXPECT_LT(by_mean, 200);
+  EXPECT_THROW(train_router({{{1.0f, 2.0f}}, {}}), Error);
+  EXPECT_THROW(train_router({{{1.0f, 2.0f}}, {{1.0f}}}), Error);
 }
 
 }  // namespace

@@ -9,9 +9,10 @@
   bench/serve_load.py prefix [--requests 16]
       a 1,000-token shared system prompt followed by short user turns: median time to first
       token with squeeze's prefix cache, without it (--no-prefix-cache), and llama-server's
-  bench/serve_load.py soak   [--clients-soak 32] [--requests 200]
-      clients x requests on one squeeze server, twice: failed requests, RSS after the first pass
-      and after the second (growth), every greedy response against the same request run alone
+  bench/serve_load.py soak   [--clients-soak 32] [--requests 200] [--warm-requests 6]
+      clients x requests on one squeeze server, after a first pass of clients x warm-requests
+      of them: failed requests, RSS after the first pass and after the second (growth), every
+      greedy response against the same request run alone
   bench/serve_load.py kvmem  [--kv-mib 180] [--clients 16] [--parallel P] [--batch-tokens B]
                              [--out-tokens 64]
       one KV memory (--kv-mib) shared by --clients requests of about --ctx tokens each (prompt
@@ -254,9 +255,10 @@ def cmd_soak(a):
             if not r["ok"]:
                 raise RuntimeError(f"a request alone failed: {r.get('error')}")
             alone[spec] = r["text"]
-        # A first pass of the same load brings the allocators (one arena per HTTP thread) and
-        # the prefix cache to their steady size; the second pass must not grow it.
-        drive(s.port, requests, a.clients_soak, a.time_limit)
+        # A first pass of the same requests brings the allocators (one arena per HTTP thread)
+        # and the prefix cache to their steady size; the second pass must not grow it.
+        warm_n = a.clients_soak * (a.warm_requests if a.warm_requests > 0 else a.requests)
+        drive(s.port, requests[:warm_n], a.clients_soak, a.time_limit)
         rss_before = s.rss_bytes()
         run = drive(s.port, requests, a.clients_soak, a.time_limit)
         time.sleep(1)
@@ -379,6 +381,9 @@ def main():
     p.add_argument("--clients-soak", type=int, default=32, help="soak: concurrent clients")
     p.add_argument("--requests", type=int, default=64,
                    help="load: requests per run; prefix: turns; soak: requests per client")
+    p.add_argument("--warm-requests", type=int, default=0,
+                   help="soak: requests per client of the first pass (0: --requests), after which "
+                        "RSS is read; the second pass sends all of them")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--mix", choices=sorted(MIXES), default="chat", help="load, soak: request lengths")
     p.add_argument("--sparsity", type=float, default=0.0,

@@ -1,5 +1,6 @@
 // squeeze chat: an interactive chat loop with the model's chat template and the history.
 #include <iostream>
+#include <memory>
 
 #include "cli/commands.h"
 #include "cli/common.h"
@@ -19,7 +20,7 @@ int cmd_chat(int argc, char** argv) {
   int64_t n_predict = -1;
   mo.add_to(app);
   mo.evict.add_to(app);
-  add_domain_option(app, domain, /*routes=*/false);
+  add_domain_option(app, domain, /*routes=*/true);
   app.add_option("-s,--system", system, "system message (default: the template's own)");
   app.add_option("-n,--n-predict", n_predict, "max tokens per reply; -1 = until the end")
       ->capture_default_str()
@@ -29,18 +30,27 @@ int cmd_chat(int argc, char** argv) {
 
   return guarded([&] {
     const serve::GeneratorOptions go = generator_options(mo, so);
-    serve::Generator g(go, load_model(go.model_path, domain, go.threads));
-    if (g.act_sparsity() != nullptr) print_act_sparsity(*g.act_sparsity());
-    enable_prefill_pruning(g.model(), mo.prefill, g.context());
-    const tokenizer::Tokenizer& tok = g.tokenizer();
-    model::Context& ctx = g.context();
-    sample::Sampler& sampler = g.sampler();
-    const auto tmpl = tokenizer::ChatTemplate::for_model(tok.vocab(), g.model().hparams().arch);
+    // With --domain auto the model is chosen by the first message, so the generator (and the
+    // domain's model) is made once that message is known; the dense file's vocabulary and
+    // template render it (a domain's model has the same).
+    std::unique_ptr<serve::Generator> g;
+    const auto start = [&](const std::vector<int32_t>& first) {
+      g = std::make_unique<serve::Generator>(
+          go, load_model(go.model_path, domain, go.threads, [&](const model::Model&) { return first; }));
+      if (g->act_sparsity() != nullptr) print_act_sparsity(*g->act_sparsity());
+      enable_prefill_pruning(g->model(), mo.prefill, g->context());
+    };
+    const bool routed = domain == "auto";
+    const std::unique_ptr<model::Model> dense = routed ? model::Model::load(go.model_path) : nullptr;
+    if (!routed) start({});
+    const model::Model& m = routed ? *dense : g->model();
+    const tokenizer::Tokenizer tok(tokenizer::read_vocab(m.file()));
+    const auto tmpl = tokenizer::ChatTemplate::for_model(tok.vocab(), m.hparams().arch);
 
     std::vector<tokenizer::ChatMessage> history;
     if (!system.empty()) history.push_back({"system", system});
-    std::vector<int32_t> cached;  // tokens whose K/V are in ctx, in order
-    std::cerr << "squeeze chat: " << g.model().file().path() << " (" << tmpl.origin()
+    std::vector<int32_t> cached;  // tokens whose K/V are in the generator's context, in order
+    std::cerr << "squeeze chat: " << go.model_path << " (" << tmpl.origin()
               << " chat template, ctx " << mo.n_ctx << "). /reset clears, /quit leaves.\n";
     std::string line;
     for (;;) {
@@ -61,16 +71,19 @@ int cmd_chat(int argc, char** argv) {
         history.pop_back();
         continue;
       }
+      // --domain auto: the first message's text (not the template around it) picks the domain.
+      if (!g) start(tok.encode(line, /*add_special=*/true, /*parse_special=*/true));
+      model::Context& ctx = g->context();
       size_t common = 0;
       while (common < cached.size() && common + 1 < ids.size() && cached[common] == ids[common]) {
         ++common;
       }
       ctx.truncate(static_cast<int64_t>(common));
       cached.resize(common);
-      sampler.reset();
+      g->sampler().reset();
       std::vector<int32_t> reply;
       const std::span<const int32_t> fresh(ids.data() + common, ids.size() - common);
-      const serve::GenerationStats st = g.generate(
+      const serve::GenerationStats st = g->generate(
           fresh, n_predict, [](std::string_view s) { std::cout << s << std::flush; }, &reply);
       std::cout << "\n";
       std::cerr << "[" << st.summary() << "]\n";

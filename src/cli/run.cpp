@@ -39,8 +39,9 @@ int cmd_run(int argc, char** argv) {
       return tok.encode(text, /*add_special=*/true, /*parse_special=*/true);
     };
     const serve::GeneratorOptions go = generator_options(mo, so);
+    // --domain auto routes on the prompt's text, without the chat template around it.
     serve::Generator g(go, load_model(go.model_path, domain, go.threads, [&](const model::Model& m) {
-                         return prompt_ids(m, tokenizer::Tokenizer(tokenizer::read_vocab(m.file())));
+                         return tokenizer::Tokenizer(tokenizer::read_vocab(m.file())).encode(prompt, true, true);
                        }));
     if (g.act_sparsity() != nullptr) print_act_sparsity(*g.act_sparsity());
     enable_prefill_pruning(g.model(), mo.prefill, g.context());

@@ -137,11 +137,23 @@ TEST_F(Domains, CommandsTakeADomain) {
   ASSERT_EQ(run_chat.rc, 0) << run_chat.err;
   ASSERT_FALSE(run_chat.out.empty());
   EXPECT_NE(chat.out.find(run_chat.out), std::string::npos) << chat.out << " vs " << run_chat.out;
+  // chat --domain auto routes on its first message, and answers as with that domain named.
+  for (const auto& [message, want] : {std::pair{"the lazy dog runs over the quick fox", "letters"},
+                                      std::pair{"7919, 104729; 31. 15838, 209458; 62.", "digits"}}) {
+    const std::string input = std::string(message) + "\nand more\n/quit\n";
+    const auto routed = run_squeeze("chat -m " + path + " --domain auto -n 4 --temp 0 --ctx 96 -t 2", "dom_chat_auto",
+                                    input);
+    ASSERT_EQ(routed.rc, 0) << routed.err;
+    EXPECT_NE(routed.err.find(std::string("domain: ") + want + " (auto, probability"), std::string::npos) << routed.err;
+    const auto named = run_squeeze("chat -m " + path + " --domain " + want + " -n 4 --temp 0 --ctx 96 -t 2",
+                                   "dom_chat_named", input);
+    ASSERT_EQ(named.rc, 0) << named.err;
+    EXPECT_EQ(routed.out, named.out);
+  }
   const std::pair<std::string, std::string> bad[] = {
       {"run -m " + path + " --domain code -p hi -n 1", "the model's domains are letters, digits (or auto)"},
       {"run -m " + model_ + " --domain letters -p hi -n 1", "has no domain masks"},
       {"chat -m " + path + " --domain code -n 1", "the model's domains are letters, digits"},
-      {"chat -m " + path + " --domain auto -n 1", "--domain auto routes a prompt"},
       {"serve -m " + path + " --domain code --port 0", "the model's domains are letters, digits"},
       {"perplexity -m " + path + " --domain auto -f " + letters_, "--domain auto routes a prompt"},
       {"bench -m " + path + " --domain letters --machine", "--domain needs a model"},

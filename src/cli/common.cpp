@@ -128,7 +128,11 @@ void EvictCliOptions::add_to(CLI::App& app) {
       {app.add_option("--kv-evict-alpha", parsed.alpha, "a2sf: decay of accumulated attention per query")
            ->capture_default_str(), {P::A2SF}},
       {app.add_option("--kv-evict-tau", parsed.tau, "keyformer: temperature of the Gumbel softmax")
-           ->capture_default_str(), {P::Keyformer}}};
+           ->capture_default_str(), {P::Keyformer}},
+      {app.add_option("--kv-evict-tau-end", parsed.tau_end,
+                      "keyformer: the temperature at position --ctx, reached linearly from "
+                      "--kv-evict-tau (Keyformer anneals 1 to 2; default: --kv-evict-tau throughout)"),
+       {P::Keyformer}}};
 }
 
 kv::EvictOptions EvictCliOptions::resolved(int64_t n_ctx) const {

@@ -64,6 +64,9 @@ void check_evict_options(const EvictOptions& in) {
   if (o.pool < 1 || o.pool % 2 == 0) throw UsageError(who + ": the pooling kernel must be odd and positive");
   if (!(o.alpha > 0 && o.alpha <= 1)) throw UsageError(who + ": the decay alpha must be in (0, 1]");
   if (!(o.tau > 0 && o.tau < 1e6)) throw UsageError(who + ": the temperature tau must be positive");
+  if (!(o.tau_end == 0 || (o.tau_end > 0 && o.tau_end < 1e6))) {
+    throw UsageError(who + ": the final temperature tau-end must be positive");
+  }
 }
 
 int64_t evict_capacity(const EvictOptions& o, int64_t n_ctx, int64_t n_batch, int64_t n_seq) {
@@ -81,10 +84,14 @@ std::string describe(const EvictOptions& in) {
     s += ", window " + std::to_string(o.window) + ", pool " + std::to_string(o.pool);
   }
   if (o.policy == EvictPolicy::A2SF || o.policy == EvictPolicy::Keyformer) {
-    char buf[32];
+    char buf[48];
     std::snprintf(buf, sizeof buf, o.policy == EvictPolicy::A2SF ? ", alpha %g" : ", tau %g",
                   o.policy == EvictPolicy::A2SF ? o.alpha : o.tau);
     s += buf;
+    if (o.policy == EvictPolicy::Keyformer && o.tau_end > 0) {
+      std::snprintf(buf, sizeof buf, " to %g", o.tau_end);
+      s += buf;
+    }
   }
   return s + ")";
 }

@@ -33,8 +33,9 @@ struct EvictOptions {
   int64_t window = 32;  // SnapKV: the queries that observe (the last of a prompt chunk)
   int64_t pool = 7;     // SnapKV: the max-pooling kernel over positions (odd; 1: none)
   double alpha = 0.9;   // A2SF: the decay of accumulated attention per query
-  double tau = 1.0;     // Keyformer: the temperature of its Gumbel softmax (the paper's tau
-                        // grows from 1 to 2 over a generation; here it is fixed)
+  double tau = 1.0;     // Keyformer: the temperature of its Gumbel softmax at position 0
+  double tau_end = 0;   // Keyformer: the temperature at position n_ctx, reached linearly (the
+                        // paper anneals from 1 to 2 over a generation); 0: tau throughout
   bool on() const { return policy != EvictPolicy::None; }
 };
 
@@ -44,7 +45,7 @@ std::string evict_policy_name(EvictPolicy p);
 // The options with the policy's defaults filled in (sinks, recent).
 EvictOptions resolved(const EvictOptions& o);
 // UsageError unless the budget is at least 1 and holds the sinks and the recent window, the
-// window and pool are positive, the pool odd, alpha in (0, 1], tau positive.
+// window and pool are positive, the pool odd, alpha in (0, 1], tau positive (tau_end too, or 0).
 void check_evict_options(const EvictOptions& o);
 // The KV cache tokens a context with eviction needs: n_seq sequences of the budget plus a
 // forward chunk of n_batch (and a block of slack), or 0 (room for n_ctx each) when that is no

@@ -227,7 +227,10 @@ void Context::begin_evict_chunk(const ChunkLayout& layout) {
     kv::EvictScores& sc = evict_scores_[static_cast<size_t>(r.seq)];
     kv::begin_chunk(evict_, sc, r.pos0, static_cast<int64_t>(r.rows.size()), evict_weights_[i]);
     ops::ProbSums sums{sc.acc.data(), sc.stride, evict_weights_[i].data()};
-    if (evict_.policy == kv::EvictPolicy::Keyformer) sums.tau = static_cast<float>(evict_.tau);
+    if (evict_.policy == kv::EvictPolicy::Keyformer) {
+      sums.tau = static_cast<float>(evict_.tau);
+      if (evict_.tau_end > 0) sums.tau_step = static_cast<float>((evict_.tau_end - evict_.tau) / static_cast<double>(n_ctx_));
+    }
     s_.attn_probs.push_back(sums);
   }
 }

@@ -31,48 +31,56 @@ void attention_probs(const AttentionShape& shape, const float* q, int64_t n_toke
   assert(kv.n() >= n_ctx && sums.stride >= n_ctx);
   const auto& f16k = formats::kernels(formats::DType::F16);
   const AttentionKernels ak = attention_kernels(active_isa());
-  // Units: (token of nonzero weight, kv head). Per thread: scores [n_ctx], q in half [hd]
-  // (rounded up to floats), its own sums [n_head_kv, n_ctx].
+  // Units: (kv head, part): a part is a fixed slice of the tokens of nonzero weight, whose
+  // probabilities the unit sums in token order into its own row [n_ctx]; the rows are then
+  // added in part order. Fixed slices, not the threads' shares, so the sums do not depend on
+  // which thread ran what (a policy's choice among near ties repeats exactly).
   std::vector<int64_t> tokens;
   for (int64_t t = 0; t < n_tokens; ++t) {
     if (sums.weights == nullptr || sums.weights[t] != 0) tokens.push_back(t);
   }
   if (tokens.empty()) return;
-  const int64_t own = shape.n_head_kv * n_ctx;
-  const int64_t per_thread = n_ctx + (hd + 1) / 2 + own;
-  const int n_threads = pool.size();
-  scratch.assign(static_cast<size_t>(per_thread * n_threads), 0.0f);
-  const auto n_units = static_cast<int64_t>(tokens.size()) * shape.n_head_kv;
+  constexpr int64_t kParts = 16;
+  const int64_t n_tok = static_cast<int64_t>(tokens.size());
+  const int64_t parts = std::min(kParts, n_tok);
+  const int64_t n_units = shape.n_head_kv * parts;
+  // Per unit its row; per thread scores [n_ctx] and q in half [hd] (rounded up to floats).
+  const int64_t per_thread = n_ctx + (hd + 1) / 2;
+  scratch.assign(static_cast<size_t>(n_units * n_ctx + per_thread * pool.size()), 0.0f);
   pool.parallel_for(n_units, 1, [&](int64_t i0, int64_t i1, int ith) {
-    float* scores = scratch.data() + ith * per_thread;
+    float* scores = scratch.data() + n_units * n_ctx + ith * per_thread;
     auto* q16 = reinterpret_cast<f16_t*>(scores + n_ctx);
-    float* mine = scores + n_ctx + (hd + 1) / 2;
     for (int64_t i = i0; i < i1; ++i) {
-      const int64_t t = tokens[static_cast<size_t>(i / shape.n_head_kv)];
-      const int hk = static_cast<int>(i % shape.n_head_kv);
-      const float w = sums.weights == nullptr ? 1.0f : sums.weights[t];
-      const int64_t n_kv = pos0 + t + 1;
-      const int64_t lo = shape.window > 0 ? std::max<int64_t>(0, n_kv - shape.window) : 0;
-      for (int h = hk * group; h < (hk + 1) * group; ++h) {
-        f16k.quantize_row(q + (t * shape.n_head + h) * hd, q16, hd);
-        ak.qk_f16(q16, kv.k + hk * hd, kv.row_stride, kv.cells.data() + lo, n_kv - lo, hd,
-                  shape.scale, scores);
-        if (sums.tau > 0) {
-          for (int64_t j = 0; j < n_kv - lo; ++j) {
-            scores[j] = (scores[j] + gumbel_noise(sums.seed, pos0 + t, h, lo + j)) / sums.tau;
+      const int hk = static_cast<int>(i / parts);
+      const int64_t part = i % parts;
+      float* row = scratch.data() + i * n_ctx;
+      for (int64_t k = part * n_tok / parts; k < (part + 1) * n_tok / parts; ++k) {
+        const int64_t t = tokens[static_cast<size_t>(k)];
+        const float w = sums.weights == nullptr ? 1.0f : sums.weights[t];
+        const int64_t n_kv = pos0 + t + 1;
+        const int64_t lo = shape.window > 0 ? std::max<int64_t>(0, n_kv - shape.window) : 0;
+        for (int h = hk * group; h < (hk + 1) * group; ++h) {
+          f16k.quantize_row(q + (t * shape.n_head + h) * hd, q16, hd);
+          ak.qk_f16(q16, kv.k + hk * hd, kv.row_stride, kv.cells.data() + lo, n_kv - lo, hd,
+                    shape.scale, scores);
+          if (sums.tau > 0) {
+            const float tau = sums.tau + sums.tau_step * static_cast<float>(pos0 + t);
+            for (int64_t j = 0; j < n_kv - lo; ++j) {
+              scores[j] = (scores[j] + gumbel_noise(sums.seed, pos0 + t, h, lo + j)) / tau;
+            }
           }
+          ak.softmax(scores, n_kv - lo);
+          for (int64_t j = 0; j < n_kv - lo; ++j) row[lo + j] += w * scores[j];
         }
-        ak.softmax(scores, n_kv - lo);
-        float* a = mine + hk * n_ctx + lo;
-        for (int64_t j = 0; j < n_kv - lo; ++j) a[j] += w * scores[j];
       }
     }
   });
-  pool.parallel_for(own, 256, [&](int64_t j0, int64_t j1, int) {
+  pool.parallel_for(shape.n_head_kv * n_ctx, 256, [&](int64_t j0, int64_t j1, int) {
     for (int64_t i = j0; i < j1; ++i) {
+      const int64_t hk = i / n_ctx, j = i % n_ctx;
       float s = 0;
-      for (int th = 0; th < n_threads; ++th) s += scratch[static_cast<size_t>(th * per_thread + n_ctx + (hd + 1) / 2 + i)];
-      sums.acc[(i / n_ctx) * sums.stride + i % n_ctx] += s;
+      for (int64_t part = 0; part < parts; ++part) s += scratch[static_cast<size_t>((hk * parts + part) * n_ctx + j)];
+      sums.acc[hk * sums.stride + j] += s;
     }
   });
 }

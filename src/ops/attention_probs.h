@@ -20,8 +20,10 @@ struct ProbSums {
   int64_t stride = 0;
   const float* weights = nullptr;  // [n_tokens] or null
   // Keyformer's Gumbel softmax in place of the probabilities when tau > 0: softmax_j((s_j +
-  // g_j) / tau) of the scaled scores s_j, g_j = gumbel_noise(seed, pos0 + t, h, j).
+  // g_j) / tau_t) of the scaled scores s_j, g_j = gumbel_noise(seed, pos0 + t, h, j), at the
+  // temperature tau_t = tau + tau_step * (pos0 + t) of the query's position.
   float tau = 0;
+  float tau_step = 0;
   uint64_t seed = 0;
 };
 

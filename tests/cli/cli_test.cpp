@@ -189,6 +189,11 @@ TEST(Cli, KvEvictionOptions) {
   expect_clean_error(squeeze_cmd(run + "--kv-evict h2o --kv-budget 16 --kv-evict-alpha 0.5"), "--kv-evict-alpha");
   expect_clean_error(squeeze_cmd(run + "--kv-evict-window 8"), "--kv-evict-window");
   expect_clean_error(squeeze_cmd(run + "--kv-evict keyformer --kv-budget 16 --kv-evict-tau 0"), "tau");
+  expect_clean_error(squeeze_cmd(run + "--kv-evict keyformer --kv-budget 16 --kv-evict-tau-end -1"), "tau-end");
+  expect_clean_error(squeeze_cmd(run + "--kv-evict h2o --kv-budget 16 --kv-evict-tau-end 2"), "--kv-evict-tau-end");
+  const Result annealed = squeeze_cmd("run -m " + m + " -p 'hello there, how are you' -n 40 --temp 0 --ctx 128 "
+                                      "--kv-evict keyformer --kv-budget 0.25 --kv-evict-tau-end 2");
+  EXPECT_EQ(annealed.rc, 0) << annealed.err;
   expect_clean_error(squeeze_cmd(run + "--kv-evict snapkv --kv-budget 64 --kv-evict-pool 4"), "pooling");
   expect_clean_error(squeeze_cmd(run + "--kv-evict h2o --kv-budget 16 --kv-type q4 --kv-group 16"), "f16");
   expect_clean_error(squeeze_cmd("serve -m " + m + " --kv-evict h2o"), "--kv-evict");

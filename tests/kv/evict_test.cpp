@@ -139,6 +139,11 @@ TEST(Evict, BadOptionsAreClearErrors) {
   EXPECT_THROW(check_evict_options(o), UsageError);
   o.tau = 2;
   EXPECT_EQ(describe(o), "keyformer (budget 64, sinks 0, recent 32, tau 2)");
+  o.tau_end = -1;
+  EXPECT_THROW(check_evict_options(o), UsageError);
+  o.tau_end = 3;
+  EXPECT_NO_THROW(check_evict_options(o));
+  EXPECT_EQ(describe(o), "keyformer (budget 64, sinks 0, recent 32, tau 2 to 3)");
   EXPECT_NO_THROW(check_evict_options(opts(EvictPolicy::Streaming, 64)));
   EXPECT_EQ(describe(opts(EvictPolicy::Streaming, 64)), "streaming (budget 64, sinks 4, recent 60)");
   EXPECT_EQ(evict_capacity(opts(EvictPolicy::H2O, 1000), 8192, 256, 2), 2 * (1000 + 256 + 64));

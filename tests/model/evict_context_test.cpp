@@ -133,6 +133,32 @@ TEST(EvictContext, StatisticsSumEveryLayersAndHeadsProbabilities) {
   EXPECT_EQ(Context(*m, 256, pool, 24).eviction_scores(0), nullptr);
 }
 
+// Keyformer's temperature schedule reaches the statistics: a final temperature equal to the
+// first changes nothing to the bit, a higher one changes them (tests/ops/attention_probs_test.cpp
+// checks the arithmetic).
+TEST(EvictContext, KeyformerTemperatureSchedule) {
+  const auto m = tiny("llama");
+  ThreadPool pool(2);
+  const auto stats = [&](double tau_end) {
+    Context ctx(*m, 256, pool, 24);
+    kv::EvictOptions o = policy(kv::EvictPolicy::Keyformer, 200);
+    o.tau_end = tau_end;
+    ctx.set_eviction(o);
+    ctx.decode(tokens(30));
+    const kv::EvictScores* s = ctx.eviction_scores(0);
+    return std::vector<float>(s->acc.begin(), s->acc.end());
+  };
+  const std::vector<float> fixed = stats(0), same = stats(1.0), rising = stats(100.0);
+  for (size_t j = 0; j < fixed.size(); ++j) ASSERT_EQ(fixed[j], same[j]) << j;
+  EXPECT_NE(fixed, rising);
+  double mass_fixed = 0, mass_rising = 0;  // each query's probabilities sum to one either way
+  for (size_t j = 0; j < fixed.size(); ++j) {
+    mass_fixed += fixed[j];
+    mass_rising += rising[j];
+  }
+  EXPECT_NEAR(mass_rising, mass_fixed, 1e-3 * mass_fixed);
+}
+
 TEST(EvictContext, SnapKvKeepsItsObservationWindow) {
   const auto m = tiny("llama");
   ThreadPool pool(2);

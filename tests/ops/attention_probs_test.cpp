@@ -31,7 +31,8 @@ TEST(AttentionProbs, GumbelNoiseIsStandardGumbel) {
 }
 
 TEST(AttentionProbs, EqualsASoftmaxInDouble) {
-  for (const float tau : {0.0f, 1.5f})
+  // tau 0: the probabilities; 1.5: a fixed temperature; 1.5 rising 0.1 per position.
+  for (const auto& [tau, tau_step] : {std::pair{0.0f, 0.0f}, std::pair{1.5f, 0.0f}, std::pair{1.5f, 0.1f}})
   for (const int64_t window : {int64_t{0}, int64_t{5}}) {
     const AttentionShape shape{4, 2, 16, 0.25f, window};
     const int64_t n_tok = 6, pos0 = 9, n = pos0 + n_tok, row = 2 * 16, stride = n + 3;
@@ -48,7 +49,7 @@ TEST(AttentionProbs, EqualsASoftmaxInDouble) {
     ThreadPool pool(2);
     std::vector<float> scratch;
     attention_probs(shape, q.data(), n_tok, pos0, KvView{k.data(), v.data(), row, cells},
-                    {acc.data(), stride, w.data(), tau, 42}, pool, scratch);
+                    {acc.data(), stride, w.data(), tau, tau_step, 42}, pool, scratch);
     std::vector<double> want(acc.size(), 1.0);
     for (int64_t t = 0; t < n_tok; ++t) {
       for (int h = 0; h < 4; ++h) {
@@ -61,7 +62,8 @@ TEST(AttentionProbs, EqualsASoftmaxInDouble) {
           for (int c = 0; c < 16; ++c) {
             d += static_cast<double>(q[(t * 4 + h) * 16 + c]) * f16_to_f32(k[cells[j] * row + hk * 16 + c]);
           }
-          s.push_back(tau > 0 ? (0.25 * d + gumbel_noise(42, pos0 + t, h, j)) / tau : 0.25 * d);
+          const double tau_t = tau + static_cast<double>(tau_step) * static_cast<double>(pos0 + t);
+          s.push_back(tau > 0 ? (0.25 * d + gumbel_noise(42, pos0 + t, h, j)) / tau_t : 0.25 * d);
           mx = std::max(mx, s.back());
         }
         double sum = 0;
@@ -69,7 +71,7 @@ TEST(AttentionProbs, EqualsASoftmaxInDouble) {
         for (int64_t j = lo; j <= hi; ++j) want[hk * stride + j] += w[t] * s[j - lo] / sum;
       }
     }
-    for (size_t i = 0; i < acc.size(); ++i) EXPECT_NEAR(acc[i], want[i], 1e-5) << i << " window " << window << " tau " << tau;
+    for (size_t i = 0; i < acc.size(); ++i) EXPECT_NEAR(acc[i], want[i], 1e-5) << i << " window " << window << " tau " << tau << " step " << tau_step;
   }
 }
 

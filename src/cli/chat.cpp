@@ -71,8 +71,12 @@ int cmd_chat(int argc, char** argv) {
         history.pop_back();
         continue;
       }
-      // --domain auto: the first message's text (not the template around it) picks the domain.
-      if (!g) start(tok.encode(line, /*add_special=*/true, /*parse_special=*/true));
+      // --domain auto: the first message's text (not the template around it) picks the domain;
+      // a message of one token routes with the template (the feature leaves the first out).
+      if (!g) {
+        const std::vector<int32_t> text = tok.encode(line, /*add_special=*/true, /*parse_special=*/true);
+        start(text.size() >= 2 ? text : ids);
+      }
       model::Context& ctx = g->context();
       size_t common = 0;
       while (common < cached.size() && common + 1 < ids.size() && cached[common] == ids[common]) {

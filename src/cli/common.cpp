@@ -194,6 +194,7 @@ std::unique_ptr<model::Model> load_model(
   if (domain == "auto") {
     if (!route_tokens) throw UsageError("--domain auto routes a prompt; this command takes a domain's name");
     const std::vector<int32_t> ids = route_tokens(*dense);
+    if (ids.size() < 2) throw UsageError("--domain auto routes on the prompt's tokens after the first: give at least 2");
     // The first 512 tokens route (the feature is a mean; more add little but time).
     const std::span<const int32_t> head(ids.data(), std::min<size_t>(ids.size(), 512));
     double probability = 0.0;

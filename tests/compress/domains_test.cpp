@@ -150,11 +150,17 @@ TEST_F(Domains, CommandsTakeADomain) {
     ASSERT_EQ(named.rc, 0) << named.err;
     EXPECT_EQ(routed.out, named.out);
   }
+  // A first message of one token routes with the template around it.
+  const auto short_first = run_squeeze("chat -m " + path + " --domain auto -n 2 --temp 0 --ctx 96 -t 2", "dom_chat_short",
+                                       "h\n/quit\n");
+  ASSERT_EQ(short_first.rc, 0) << short_first.err;
+  EXPECT_NE(short_first.err.find("(auto, probability"), std::string::npos) << short_first.err;
   const std::pair<std::string, std::string> bad[] = {
       {"run -m " + path + " --domain code -p hi -n 1", "the model's domains are letters, digits (or auto)"},
       {"run -m " + model_ + " --domain letters -p hi -n 1", "has no domain masks"},
       {"chat -m " + path + " --domain code -n 1", "the model's domains are letters, digits"},
       {"serve -m " + path + " --domain code --port 0", "the model's domains are letters, digits"},
+      {"run -m " + path + " --domain auto -p h -n 1", "give at least 2"},
       {"perplexity -m " + path + " --domain auto -f " + letters_, "--domain auto routes a prompt"},
       {"bench -m " + path + " --domain letters --machine", "--domain needs a model"},
       {"route -m " + model_ + " -f " + letters_, "has no domain masks"},

@@ -119,7 +119,8 @@ int cmd_prune(int argc, char** argv) {
       "--domains", domains,
       "with --structure ffn: NAME=FILE[,NAME=FILE...]: one mask of neurons per domain, each "
       "ranked on its FILE (wanda or taylor), all stored in one file with the dense weights and "
-      "each domain's routing centroid; run, perplexity and bench take --domain NAME (or auto)");
+      "a router trained on windows of every FILE; run, chat, perplexity, bench and serve take "
+      "--domain NAME (run and chat also auto)");
   auto* layers_opt = app.add_option("--layer-sparsity", qo.layer_sparsity,
                  "RANGES=F: layers 0-based (e.g. 0-3,7=0.3) pruned to F instead of --sparsity; "
                  "repeatable, a later item wins");

@@ -86,7 +86,8 @@ struct DomainPruneStats {
 };
 
 // Ranks every layer's neurons on each domain's text by o.criterion (wanda or taylor; o's
-// calibration samples and ctx) and writes a copy of model_path with the masks and centroids.
+// calibration samples and ctx), trains the router on windows of each domain's text and writes
+// a copy of model_path with the masks and the router.
 // Throws UsageError (bad options, a model squeeze cannot prune), Interrupted on cancel.
 DomainPruneStats prune_domains(const std::string& model_path, const std::string& out_path,
                                const StructuredPruneOptions& o, const std::vector<DomainSpec>& domains,

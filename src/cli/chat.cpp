@@ -1,6 +1,7 @@
 // squeeze chat: an interactive chat loop with the model's chat template and the history.
 #include <iostream>
 #include <memory>
+#include <optional>
 
 #include "cli/commands.h"
 #include "cli/common.h"
@@ -44,7 +45,9 @@ int cmd_chat(int argc, char** argv) {
     const std::unique_ptr<model::Model> dense = routed ? model::Model::load(go.model_path) : nullptr;
     if (!routed) start({});
     const model::Model& m = routed ? *dense : g->model();
-    const tokenizer::Tokenizer tok(tokenizer::read_vocab(m.file()));
+    std::optional<tokenizer::Tokenizer> dense_tok;  // routed: until the generator has its own
+    if (routed) dense_tok.emplace(tokenizer::read_vocab(m.file()));
+    const tokenizer::Tokenizer& tok = routed ? *dense_tok : g->tokenizer();
     const auto tmpl = tokenizer::ChatTemplate::for_model(tok.vocab(), m.hparams().arch);
 
     std::vector<tokenizer::ChatMessage> history;
